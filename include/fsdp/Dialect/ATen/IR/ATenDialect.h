@@ -1,0 +1,22 @@
+//===- ATenDialect.h - ATen compute ops -------------------------*- C++ -*-===//
+#ifndef FSDP_DIALECT_ATEN_IR_ATENDIALECT_H
+#define FSDP_DIALECT_ATEN_IR_ATENDIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "fsdp/Dialect/ATen/IR/ATenOpsDialect.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "fsdp/Dialect/ATen/IR/ATenAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "fsdp/Dialect/ATen/IR/ATenOps.h.inc"
+
+#endif // FSDP_DIALECT_ATEN_IR_ATENDIALECT_H

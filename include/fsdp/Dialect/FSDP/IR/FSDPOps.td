@@ -1,0 +1,272 @@
+//===- FSDPOps.td - model state and FSDP ops ---------------------*- tablegen -*-===//
+//
+// The `fsdp` dialect holds what is not an ATen computation: the model's
+// parameters and buffers as module-level symbols, the state updates of
+// buffers, and the ops of a fully sharded step (flat-parameter layout,
+// asynchronous collectives as start + wait, frees and views into flat
+// buffers). Collectives are not Pure: their order is part of the plan.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_DIALECT_FSDP_IR_FSDPOPS_TD
+#define FSDP_DIALECT_FSDP_IR_FSDPOPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def FSDP_Dialect : Dialect {
+  let name = "fsdp";
+  let summary = "model state and fully sharded data-parallel execution";
+  let cppNamespace = "::fsdp";
+  let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
+}
+
+class FSDP_Op<string mnemonic, list<Trait> traits = []>
+    : Op<FSDP_Dialect, mnemonic, traits>;
+
+//===----------------------------------------------------------------------===//
+// Enums and types
+//===----------------------------------------------------------------------===//
+
+def FSDP_CommGroupWorld : I32EnumAttrCase<"world", 0>;
+def FSDP_CommGroupShard : I32EnumAttrCase<"shard", 1>;
+def FSDP_CommGroupReplicate : I32EnumAttrCase<"replicate", 2>;
+def FSDP_CommGroup : I32EnumAttr<"CommGroup",
+    "the ranks a collective runs over",
+    [FSDP_CommGroupWorld, FSDP_CommGroupShard, FSDP_CommGroupReplicate]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::fsdp";
+}
+def FSDP_CommGroupAttr : EnumAttr<FSDP_Dialect, FSDP_CommGroup, "group">;
+
+def FSDP_ReduceSum : I32EnumAttrCase<"sum", 0>;
+def FSDP_ReduceMean : I32EnumAttrCase<"mean", 1>;
+def FSDP_ReduceOp : I32EnumAttr<"ReduceOp", "how a collective combines ranks",
+    [FSDP_ReduceSum, FSDP_ReduceMean]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::fsdp";
+}
+def FSDP_ReduceOpAttr : EnumAttr<FSDP_Dialect, FSDP_ReduceOp, "reduce">;
+
+def FSDP_FutureType : TypeDef<FSDP_Dialect, "Future"> {
+  let mnemonic = "future";
+  let summary = "the pending result of an asynchronous collective";
+  let description = [{
+    Returned by a `*.start` op and consumed by exactly one `fsdp.wait`, which
+    yields the tensor. Nothing may read the tensor before the wait.
+  }];
+  let parameters = (ins "::mlir::RankedTensorType":$tensorType);
+  let assemblyFormat = "`<` $tensorType `>`";
+}
+
+//===----------------------------------------------------------------------===//
+// Model state
+//===----------------------------------------------------------------------===//
+
+class FSDP_StateSymbolOp<string mnemonic> : FSDP_Op<mnemonic, [Symbol]> {
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<AnyStaticShapeTensor>:$type,
+                       StrAttr:$module_path, StrAttr:$module_class,
+                       OptionalAttr<StrArrayAttr>:$aliases);
+  let assemblyFormat = [{
+    $sym_name `:` $type `in` $module_path `:` $module_class
+    (`aliases` $aliases^)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_ParamOp : FSDP_StateSymbolOp<"param"> {
+  let summary = "a trainable parameter of the model, named by its FQN";
+  let description = [{
+    One symbol per distinct parameter tensor, named by its fully-qualified name
+    (the first one in `named_parameters` order). `module_path` and
+    `module_class` name the module that owns it. A tied weight is one symbol
+    whose other FQNs are listed in `aliases`.
+
+    ```mlir
+    fsdp.param @"wte.weight" : tensor<50x32xf32> in "wte" : "torch.nn.modules.sparse.Embedding" aliases ["lm_head.weight"]
+    ```
+  }];
+}
+
+def FSDP_BufferOp : FSDP_StateSymbolOp<"buffer"> {
+  let summary = "a buffer of the model (running statistics, counters)";
+  let description = [{
+    ```mlir
+    fsdp.buffer @"bn.running_mean" : tensor<16xf32> in "bn" : "torch.nn.modules.batchnorm.BatchNorm2d"
+    ```
+  }];
+}
+
+def FSDP_GetOp : FSDP_Op<"get",
+    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reads the value of a parameter or buffer";
+  let description = [{
+    ```mlir
+    %w = fsdp.get @"fc1.weight" : tensor<16x32xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def FSDP_UpdateOp : FSDP_Op<"update",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "writes a buffer's new value (an explicit state update)";
+  let description = [{
+    The in-place updates a module makes to its buffers in training mode
+    (BatchNorm's running statistics, `num_batches_tracked`), made explicit: the
+    buffer holds `value` after the step.
+
+    ```mlir
+    fsdp.update @"bn.running_mean", %new : tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name, AnyStaticShapeTensor:$value);
+  let assemblyFormat = "$name `,` $value attr-dict `:` type($value)";
+}
+
+//===----------------------------------------------------------------------===//
+// Sharding
+//===----------------------------------------------------------------------===//
+
+def FSDP_FlatParamOp : FSDP_Op<"flat_param",
+    [Symbol, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "an FSDP unit: the layout of its parameters in one flat buffer";
+  let description = [{
+    The parameters of one FSDP unit (the module at `module_path`) laid out one
+    after another in a flat 1-D buffer of `numel` elements, padded to
+    `padded_numel` so that it splits into `shard_group_size` equal shards.
+    `offsets[i]` is where `params[i]` starts.
+
+    ```mlir
+    fsdp.flat_param @unit0 for "layers.0" params [@"layers.0.w", @"layers.0.b"]
+        offsets [0, 512] numel 528 padded 532 shards 4 : f32
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$module_path,
+                       FlatSymbolRefArrayAttr:$params,
+                       DenseI64ArrayAttr:$offsets, I64Attr:$numel,
+                       I64Attr:$padded_numel, I64Attr:$shard_group_size,
+                       TypeAttr:$element_type);
+  let assemblyFormat = [{
+    $sym_name `for` $module_path `params` $params `offsets` $offsets
+    `numel` $numel `padded` $padded_numel `shards` $shard_group_size
+    `:` $element_type attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    int64_t getShardNumel() { return getPaddedNumel() / getShardGroupSize(); }
+  }];
+}
+
+def FSDP_AllGatherStartOp : FSDP_Op<"all_gather.start",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "starts gathering a unit's flat parameter from its shards";
+  let description = [{
+    Each rank of `group` contributes its 1-D shard; the full buffer, the
+    shards concatenated in rank order, is available from `fsdp.wait`.
+
+    ```mlir
+    %f = fsdp.all_gather.start %shard for @unit0 group shard : tensor<133xf32> -> !fsdp.future<tensor<532xf32>>
+    ```
+  }];
+  let arguments = (ins 1DTensorOf<[AnyType]>:$shard, FlatSymbolRefAttr:$unit,
+                       FSDP_CommGroupAttr:$group);
+  let results = (outs FSDP_FutureType:$future);
+  let assemblyFormat = [{
+    $shard `for` $unit `group` $group attr-dict `:` type($shard) `->` type($future)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_ReduceScatterStartOp : FSDP_Op<"reduce_scatter.start",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "starts reducing a unit's flat gradient and scattering its shards";
+  let description = [{
+    Every rank of `group` contributes the full flat gradient; rank r receives
+    shard r of the reduction (`mean` divides by the group size).
+
+    ```mlir
+    %g = fsdp.reduce_scatter.start %grad for @unit0 group shard reduce mean : tensor<532xf32> -> !fsdp.future<tensor<133xf32>>
+    ```
+  }];
+  let arguments = (ins 1DTensorOf<[AnyType]>:$input, FlatSymbolRefAttr:$unit,
+                       FSDP_CommGroupAttr:$group, FSDP_ReduceOpAttr:$reduce);
+  let results = (outs FSDP_FutureType:$future);
+  let assemblyFormat = [{
+    $input `for` $unit `group` $group `reduce` $reduce attr-dict `:` type($input) `->` type($future)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_AllReduceStartOp : FSDP_Op<"all_reduce.start"> {
+  let summary = "starts an all-reduce (across replica groups for HYBRID_SHARD)";
+  let description = [{
+    ```mlir
+    %r = fsdp.all_reduce.start %g group replicate reduce mean : tensor<133xf32> -> !fsdp.future<tensor<133xf32>>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, FSDP_CommGroupAttr:$group,
+                       FSDP_ReduceOpAttr:$reduce);
+  let results = (outs FSDP_FutureType:$future);
+  let assemblyFormat = [{
+    $input `group` $group `reduce` $reduce attr-dict `:` type($input) `->` type($future)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_WaitOp : FSDP_Op<"wait", [
+    TypesMatchWith<"result type is the future's tensor type", "future", "result",
+                   "::llvm::cast<::fsdp::FutureType>($_self).getTensorType()">]> {
+  let summary = "waits for an asynchronous collective and yields its tensor";
+  let description = [{
+    ```mlir
+    %full = fsdp.wait %f : !fsdp.future<tensor<532xf32>>
+    ```
+  }];
+  let arguments = (ins FSDP_FutureType:$future);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$future attr-dict `:` type($future)";
+  let hasVerifier = 1;
+}
+
+def FSDP_FreeOp : FSDP_Op<"free"> {
+  let summary = "releases a gathered flat buffer";
+  let description = [{
+    Ends the life of a buffer that `fsdp.wait` of an all-gather produced;
+    nothing may use it afterwards.
+
+    ```mlir
+    fsdp.free %full : tensor<532xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$buffer);
+  let assemblyFormat = "$buffer attr-dict `:` type($buffer)";
+  let hasVerifier = 1;
+}
+
+def FSDP_ViewOp : FSDP_Op<"view", [Pure]> {
+  let summary = "a typed view of a slice of a flat buffer";
+  let description = [{
+    The elements `[offset, offset + numel(result))` of the 1-D `buffer`, seen
+    with the result's shape (a parameter inside a gathered flat parameter).
+
+    ```mlir
+    %w = fsdp.view %full[512] : tensor<532xf32> to tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins 1DTensorOf<[AnyType]>:$buffer, I64Attr:$offset);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $buffer `[` $offset `]` attr-dict `:` type($buffer) `to` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // FSDP_DIALECT_FSDP_IR_FSDPOPS_TD

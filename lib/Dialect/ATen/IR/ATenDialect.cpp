@@ -1,0 +1,223 @@
+//===- ATenDialect.cpp - ATen compute ops ----------------------------------===//
+
+#include "fsdp/Dialect/ATen/IR/ATenDialect.h"
+
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace fsdp::aten;
+
+#include "fsdp/Dialect/ATen/IR/ATenOpsDialect.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "fsdp/Dialect/ATen/IR/ATenAttrs.cpp.inc"
+
+void ATenDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "fsdp/Dialect/ATen/IR/ATenAttrs.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "fsdp/Dialect/ATen/IR/ATenOps.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// CallOp
+//===----------------------------------------------------------------------===//
+
+StringRef CallOp::getOpName() { return getOverload().split('.').first; }
+
+unsigned CallOp::getNumSchemaResults() {
+  size_t numMutated = getMutates() ? getMutates()->size() : 0;
+  return getNumResults() - numMutated;
+}
+
+/// i64 integers and f64 floats are what a bare literal parses as.
+static bool isDefaultTyped(Attribute attr) {
+  if (auto i = dyn_cast<IntegerAttr>(attr))
+    return i.getType().isSignlessInteger(64);
+  if (auto f = dyn_cast<FloatAttr>(attr))
+    return f.getType().isF64();
+  return false;
+}
+
+// Arguments print in place: `%v` for a tensor, `[%a, %b]` for a Tensor[],
+// `none` for None, the attribute itself for anything else.
+void CallOp::print(OpAsmPrinter &p) {
+  p << ' ';
+  p.printAttributeWithoutType(getOverloadAttr());
+  p << '(';
+  auto operands = getOperands();
+  unsigned next = 0;
+  llvm::interleaveComma(getArgs(), p, [&](Attribute arg) {
+    if (isa<TensorArgAttr>(arg)) {
+      p.printOperand(operands[next++]);
+    } else if (auto list = dyn_cast<TensorListArgAttr>(arg)) {
+      p << '[';
+      p.printOperands(operands.slice(next, list.getSize()));
+      next += list.getSize();
+      p << ']';
+    } else if (isa<NoneAttr>(arg)) {
+      p << "none";
+    } else if (isDefaultTyped(arg)) {
+      p.printAttributeWithoutType(arg);
+    } else {
+      p.printAttribute(arg);
+    }
+  });
+  p << ')';
+  p.printOptionalAttrDict((*this)->getAttrs(),
+                          {getOverloadAttrName(), getArgsAttrName()});
+  p << " : ";
+  p.printFunctionalType(getOperandTypes(), getResultTypes());
+}
+
+ParseResult CallOp::parse(OpAsmParser &parser, OperationState &result) {
+  Builder &b = parser.getBuilder();
+  StringAttr overload;
+  if (parser.parseAttribute(overload, b.getNoneType()) || parser.parseLParen())
+    return failure();
+  SmallVector<OpAsmParser::UnresolvedOperand> operands;
+  SmallVector<Attribute> args;
+  auto parseArg = [&]() -> ParseResult {
+    OpAsmParser::UnresolvedOperand operand;
+    OptionalParseResult isOperand = parser.parseOptionalOperand(operand);
+    if (isOperand.has_value()) {
+      if (failed(*isOperand))
+        return failure();
+      operands.push_back(operand);
+      args.push_back(TensorArgAttr::get(b.getContext()));
+      return success();
+    }
+    if (succeeded(parser.parseOptionalKeyword("none"))) {
+      args.push_back(NoneAttr::get(b.getContext()));
+      return success();
+    }
+    if (succeeded(parser.parseOptionalLSquare())) {
+      // Either a Tensor[] of operands or a list attribute.
+      OptionalParseResult first = parser.parseOptionalOperand(operand);
+      if (first.has_value()) {
+        if (failed(*first))
+          return failure();
+        int64_t size = 1;
+        operands.push_back(operand);
+        while (succeeded(parser.parseOptionalComma())) {
+          if (parser.parseOperand(operand))
+            return failure();
+          operands.push_back(operand);
+          ++size;
+        }
+        if (parser.parseRSquare())
+          return failure();
+        args.push_back(TensorListArgAttr::get(b.getContext(), size));
+        return success();
+      }
+      SmallVector<Attribute> elements;
+      if (failed(parser.parseOptionalRSquare())) {
+        do {
+          Attribute element;
+          if (parser.parseAttribute(element))
+            return failure();
+          elements.push_back(element);
+        } while (succeeded(parser.parseOptionalComma()));
+        if (parser.parseRSquare())
+          return failure();
+      }
+      args.push_back(b.getArrayAttr(elements));
+      return success();
+    }
+    Attribute attr;
+    if (parser.parseAttribute(attr))
+      return failure();
+    args.push_back(attr);
+    return success();
+  };
+  if (failed(parser.parseOptionalRParen())) {
+    if (parser.parseCommaSeparatedList(parseArg) || parser.parseRParen())
+      return failure();
+  }
+  result.addAttribute(getOverloadAttrName(result.name), overload);
+  result.addAttribute(getArgsAttrName(result.name), b.getArrayAttr(args));
+  FunctionType type;
+  llvm::SMLoc typeLoc = parser.getCurrentLocation();
+  if (parser.parseOptionalAttrDict(result.attributes) ||
+      parser.parseColonType(type))
+    return failure();
+  result.addTypes(type.getResults());
+  return parser.resolveOperands(operands, type.getInputs(), typeLoc,
+                                result.operands);
+}
+
+LogicalResult CallOp::verify() {
+  // `namespace::name` or `namespace::name.overload`.
+  StringRef overload = getOverload();
+  auto [ns, rest] = overload.split("::");
+  if (ns.empty() || rest.empty() || rest.contains("::") ||
+      rest.starts_with(".") || rest.ends_with("."))
+    return emitOpError("expects an overload name `namespace::name[.overload]`, "
+                       "found \"")
+           << overload << "\"";
+  int64_t consumed = 0;
+  for (Attribute arg : getArgs()) {
+    if (isa<TensorArgAttr>(arg))
+      consumed += 1;
+    else if (auto list = dyn_cast<TensorListArgAttr>(arg)) {
+      if (list.getSize() < 0)
+        return emitOpError("has a tensor list of negative size");
+      consumed += list.getSize();
+    }
+  }
+  if (consumed != static_cast<int64_t>(getNumOperands()))
+    return emitOpError("arguments name ")
+           << consumed << " tensor operands but the op has "
+           << getNumOperands();
+  if (std::optional<ArrayRef<int64_t>> mutates = getMutates()) {
+    if (mutates->size() > getNumResults())
+      return emitOpError("mutates ") << mutates->size()
+                                     << " arguments but has only "
+                                     << getNumResults() << " results";
+    // Map each mutated schema argument to its operand.
+    SmallVector<int64_t> operandOfArg;
+    int64_t index = 0;
+    for (Attribute arg : getArgs()) {
+      if (isa<TensorArgAttr>(arg))
+        operandOfArg.push_back(index++);
+      else {
+        operandOfArg.push_back(-1);
+        if (auto list = dyn_cast<TensorListArgAttr>(arg))
+          index += list.getSize();
+      }
+    }
+    unsigned firstMutated = getNumSchemaResults();
+    for (auto [i, argIndex] : llvm::enumerate(*mutates)) {
+      if (argIndex < 0 || argIndex >= static_cast<int64_t>(operandOfArg.size()) ||
+          operandOfArg[argIndex] < 0)
+        return emitOpError("mutates argument ")
+               << argIndex << ", which is not a tensor argument";
+      Type operandType = getOperand(operandOfArg[argIndex]).getType();
+      Type resultType = getResult(firstMutated + i).getType();
+      if (operandType != resultType)
+        return emitOpError("new value of mutated argument ")
+               << argIndex << " has type " << resultType
+               << ", expected its operand's type " << operandType;
+    }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ConstantOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConstantOp::verify() {
+  auto type = dyn_cast<ShapedType>(getValue().getType());
+  if (!type || !type.hasStaticShape())
+    return emitOpError("expects a statically shaped tensor value");
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "fsdp/Dialect/ATen/IR/ATenOps.cpp.inc"

@@ -1,0 +1,1343 @@
+//===- Import.cpp - TorchScript to the aten/fsdp dialects ------------------===//
+//
+// The importer inlines the module's `forward`, cleans it up with libtorch's
+// own JIT passes, and then walks the graph as an abstract interpreter:
+//  - tensor values become SSA values of static type; the type of every op's
+//    results comes from running the op itself on meta tensors (ATen's own
+//    shape functions), so no shape rule is written twice;
+//  - everything else (ints, lists, module attributes, `self.training`) is a
+//    compile-time constant, computed by the JIT operator itself; control flow
+//    on constants is folded, control flow on tensor data is a diagnostic;
+//  - in-place updates become new SSA values, and buffer updates explicit
+//    `fsdp.update` ops.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Import/TorchScript/Import.h"
+
+#include "fsdp/Dialect/ATen/IR/ATenDialect.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/JSON.h"
+
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/constant_propagation.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/passes/lower_tuples.h>
+#include <torch/csrc/jit/passes/remove_mutation.h>
+#include <torch/csrc/jit/serialization/import.h>
+#include <torch/torch.h>
+
+#include <memory>
+#include <sstream>
+
+using namespace mlir;
+using namespace fsdp;
+namespace jit = torch::jit;
+
+namespace {
+
+/// Thrown inside the walk to unwind to the entry point; the diagnostic has
+/// already been emitted.
+struct ImportFailure {};
+
+/// What the interpreter knows about a TorchScript value.
+struct AbsValue {
+  enum class Kind { Unknown, Tensor, Constant, Module, Sequence };
+  Kind kind = Kind::Unknown;
+  Value tensor;                    // Kind::Tensor
+  c10::IValue constant;            // Kind::Constant (a tensor constant too)
+  c10::intrusive_ptr<c10::ivalue::Object> module; // Kind::Module
+  std::string path;                // Kind::Module: its path from the root
+  std::vector<AbsValue> elements;  // Kind::Sequence: a list or tuple
+  bool isTuple = false;
+
+  static AbsValue ofTensor(Value v) {
+    AbsValue a;
+    a.kind = Kind::Tensor;
+    a.tensor = v;
+    return a;
+  }
+  static AbsValue ofConstant(c10::IValue v) {
+    AbsValue a;
+    a.kind = Kind::Constant;
+    a.constant = std::move(v);
+    return a;
+  }
+  static AbsValue ofSequence(std::vector<AbsValue> elements, bool isTuple) {
+    AbsValue a;
+    a.kind = Kind::Sequence;
+    a.elements = std::move(elements);
+    a.isTuple = isTuple;
+    return a;
+  }
+  bool isConstant() const { return kind == Kind::Constant; }
+  bool isTensor() const { return kind == Kind::Tensor; }
+  /// True if no part of it depends on runtime data.
+  bool isFullyConstant() const {
+    if (kind == Kind::Constant)
+      return true;
+    if (kind == Kind::Sequence)
+      return llvm::all_of(elements,
+                          [](const AbsValue &e) { return e.isFullyConstant(); });
+    return false;
+  }
+};
+
+/// A parameter or buffer symbol.
+struct StateInfo {
+  std::string fqn; // canonical name (the first in state_dict order)
+  bool isParam = false;
+  RankedTensorType type;
+};
+
+std::string cleanClassName(const std::string &qualified) {
+  // `__torch__.models.___torch_mangle_3.Block` -> `models.Block`
+  std::string result;
+  std::stringstream ss(qualified);
+  std::string part;
+  while (std::getline(ss, part, '.')) {
+    if (part == "__torch__" || part.rfind("___torch_mangle_", 0) == 0)
+      continue;
+    if (!result.empty())
+      result += ".";
+    result += part;
+  }
+  return result;
+}
+
+class Importer {
+public:
+  Importer(MLIRContext *context, llvm::StringRef path)
+      : context(context), builder(context), path(path.str()) {}
+
+  OwningOpRef<ModuleOp> run(const ImportOptions &options);
+
+private:
+  // Types and values.
+  Type elementType(at::ScalarType dtype, Location loc);
+  at::ScalarType scalarType(Type type, Location loc);
+  RankedTensorType tensorType(const at::Tensor &t, Location loc);
+  at::Tensor metaTensor(RankedTensorType type, Location loc);
+  Value materialize(const at::Tensor &constant, Location loc);
+  Attribute constantAttr(const c10::IValue &value, const c10::Argument *arg,
+                         Location loc, const std::string &what);
+
+  // Inlining that remembers which module's code each node came from.
+  void inlineCalls(jit::Block *block);
+  std::string modulePathOf(jit::Value *module);
+  void tagModulePath(jit::Node *node, const std::string &modulePath);
+
+  // Locations.
+  Location locationOf(const jit::Node *node);
+
+  // The walk.
+  void declareState(const jit::Module &root);
+  void walkBlock(jit::Block *block);
+  void visitNode(jit::Node *node);
+  void visitGetAttr(jit::Node *node);
+  void visitSetAttr(jit::Node *node);
+  void visitIf(jit::Node *node);
+  void visitLoop(jit::Node *node);
+  bool visitTensorMetadata(jit::Node *node);
+  void visitOperator(jit::Node *node);
+  void emitCall(jit::Node *node, const c10::FunctionSchema &schema);
+  void evaluateConstant(jit::Node *node);
+
+  AbsValue &lookup(jit::Value *value);
+  void bind(jit::Value *value, AbsValue abs);
+  c10::IValue toIValue(const AbsValue &abs, const c10::TypePtr &type,
+                       bool meta, Location loc);
+  AbsValue fromIValue(const c10::IValue &value);
+  Value stateValue(const std::string &fqn, Location loc);
+  void flattenOutputs(const AbsValue &abs, Location loc,
+                      SmallVectorImpl<Value> &out);
+
+  [[noreturn]] void fail(Location loc, const llvm::Twine &message) {
+    emitError(loc) << message;
+    throw ImportFailure{};
+  }
+
+  MLIRContext *context;
+  OpBuilder builder;
+  std::string path;
+  ModuleOp module;
+  func::FuncOp func;
+
+  jit::Graph *graph = nullptr;
+  llvm::DenseMap<jit::Value *, AbsValue> env;
+  // The path of the module whose code each inlined node is (absent: root).
+  llvm::DenseMap<const jit::Node *, std::string> nodeModule;
+  // State symbols by every FQN that names them (aliases of tied weights too).
+  llvm::StringMap<StateInfo> states;
+  // Canonical FQN -> its current value in the step (read lazily, once).
+  llvm::StringMap<Value> current;
+  llvm::StringMap<Value> initial;
+  std::vector<std::string> stateOrder;
+  // Canonical FQN of a tensor value read from a buffer or parameter, so that
+  // an in-place update of it becomes a state update.
+  llvm::DenseMap<Value, std::string> stateOf;
+  int64_t unrolledIterations = 0;
+  // The last `fsdp.get`: state reads stay together at the top, in the order
+  // the forward first uses them.
+  Operation *lastRead = nullptr;
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+Type Importer::elementType(at::ScalarType dtype, Location loc) {
+  switch (dtype) {
+  case at::kFloat:
+    return builder.getF32Type();
+  case at::kDouble:
+    return builder.getF64Type();
+  case at::kHalf:
+    return builder.getF16Type();
+  case at::kBFloat16:
+    return builder.getBF16Type();
+  case at::kLong:
+    return builder.getIntegerType(64);
+  case at::kInt:
+    return builder.getIntegerType(32);
+  case at::kShort:
+    return builder.getIntegerType(16);
+  case at::kChar:
+    return builder.getIntegerType(8);
+  case at::kByte:
+    return builder.getIntegerType(8, /*isSigned=*/false);
+  case at::kBool:
+    return builder.getI1Type();
+  default:
+    fail(loc, llvm::Twine("tensors of dtype ") + c10::toString(dtype) +
+                  " are not supported");
+  }
+}
+
+at::ScalarType Importer::scalarType(Type type, Location loc) {
+  if (type.isF32())
+    return at::kFloat;
+  if (type.isF64())
+    return at::kDouble;
+  if (type.isF16())
+    return at::kHalf;
+  if (type.isBF16())
+    return at::kBFloat16;
+  if (type.isUnsignedInteger(8))
+    return at::kByte;
+  if (type.isInteger(64))
+    return at::kLong;
+  if (type.isInteger(32))
+    return at::kInt;
+  if (type.isInteger(16))
+    return at::kShort;
+  if (type.isInteger(8))
+    return at::kChar;
+  if (type.isInteger(1))
+    return at::kBool;
+  std::string name;
+  llvm::raw_string_ostream os(name);
+  os << type;
+  fail(loc, "element type " + name + " has no ATen dtype");
+}
+
+RankedTensorType Importer::tensorType(const at::Tensor &t, Location loc) {
+  return RankedTensorType::get(t.sizes().vec(),
+                               elementType(t.scalar_type(), loc));
+}
+
+at::Tensor Importer::metaTensor(RankedTensorType type, Location loc) {
+  return at::empty(type.getShape().vec(),
+                   at::TensorOptions()
+                       .dtype(scalarType(type.getElementType(), loc))
+                       .device(at::kMeta));
+}
+
+Value Importer::materialize(const at::Tensor &constant, Location loc) {
+  at::Tensor t = constant.contiguous().cpu();
+  RankedTensorType type = tensorType(t, loc);
+  DenseElementsAttr value;
+  if (t.scalar_type() == at::kBool) {
+    auto data = t.data_ptr<bool>();
+    value = DenseElementsAttr::get(
+        type, llvm::ArrayRef<bool>(data, data + t.numel()));
+  } else {
+    llvm::ArrayRef<char> raw(static_cast<const char *>(t.data_ptr()),
+                             t.numel() * t.element_size());
+    value = DenseElementsAttr::getFromRawBuffer(type, raw);
+  }
+  return aten::ConstantOp::create(builder, loc, type, value);
+}
+
+//===----------------------------------------------------------------------===//
+// Locations: the TorchScript source range, named by the module path
+//===----------------------------------------------------------------------===//
+
+Location Importer::locationOf(const jit::Node *node) {
+  Location loc = UnknownLoc::get(context);
+  jit::SourceRange range = node->sourceRange();
+  if (auto original = range.findSourceRangeThatGenerated())
+    range = *original;
+  if (auto flc = range.file_line_col()) {
+    auto [file, line, col] = *flc;
+    loc = FileLineColLoc::get(context, file, line, col + 1);
+  }
+  std::string modulePath = nodeModule.lookup(node);
+  if (!modulePath.empty())
+    loc = NameLoc::get(StringAttr::get(context, modulePath), loc);
+  return loc;
+}
+
+//===----------------------------------------------------------------------===//
+// Inlining
+//===----------------------------------------------------------------------===//
+
+std::string Importer::modulePathOf(jit::Value *module) {
+  if (module == graph->inputs()[0])
+    return "";
+  jit::Node *node = module->node();
+  if (node->kind() == c10::prim::GetAttr) {
+    std::string parent = modulePathOf(node->input());
+    const std::string &name = node->s(c10::attr::name);
+    return parent.empty() ? name : parent + "." + name;
+  }
+  return nodeModule.lookup(node);
+}
+
+void Importer::tagModulePath(jit::Node *node, const std::string &modulePath) {
+  nodeModule[node] = modulePath;
+  for (jit::Block *block : node->blocks())
+    for (jit::Node *inner : block->nodes())
+      tagModulePath(inner, modulePath);
+}
+
+/// Inlines every call, as libtorch's Inline pass does, and tags the inlined
+/// nodes with the path of the module whose method they come from (the path
+/// follows the GetAttr chain from `self`, so ModuleList members keep their
+/// full name, `blocks.3`).
+void Importer::inlineCalls(jit::Block *block) {
+  for (jit::Node *cur = block->nodes().front(); cur != block->return_node();) {
+    jit::NodeKind kind = cur->kind();
+    jit::GraphFunction *callee = nullptr;
+    std::string calleePath = nodeModule.lookup(cur);
+    if (kind == c10::prim::CallMethod) {
+      if (auto classType = cur->input(0)->type()->cast<c10::ClassType>()) {
+        callee = jit::tryToGraphFunction(
+            classType->getMethod(cur->s(c10::attr::name)));
+        calleePath = modulePathOf(cur->input(0));
+      }
+    } else if (kind == c10::prim::CallFunction) {
+      auto fnType = cur->input(0)->type()->cast<c10::FunctionType>();
+      if (fnType) {
+        callee = jit::tryToGraphFunction(*fnType->function());
+        if (callee)
+          cur->removeInput(0);
+      }
+    }
+    if (!callee) {
+      for (jit::Block *inner : cur->blocks())
+        inlineCalls(inner);
+      cur = cur->next();
+      continue;
+    }
+    jit::Node *prev = cur->prev();
+    jit::Node *next = cur->next();
+    jit::inlineCallTo(cur, callee);
+    for (jit::Node *n = prev->next(); n != next; n = n->next())
+      tagModulePath(n, calleePath);
+    // Visit what was inlined: it may hold calls of its own.
+    cur = prev->next();
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Model state
+//===----------------------------------------------------------------------===//
+
+void Importer::declareState(const jit::Module &root) {
+  Location loc = FileLineColLoc::get(context, path, 0, 0);
+  // Tied tensors share storage, offset, sizes and strides.
+  using Key = std::tuple<const void *, int64_t, std::vector<int64_t>,
+                         std::vector<int64_t>>;
+  std::map<Key, std::string> canonical;
+  llvm::StringMap<Operation *> symbols;
+
+  auto declare = [&](const std::string &modulePath, const jit::Module &owner,
+                     const std::string &name, const at::Tensor &t,
+                     bool isParam) {
+    std::string fqn = modulePath.empty() ? name : modulePath + "." + name;
+    Key key{t.storage().data(), t.storage_offset(), t.sizes().vec(),
+            t.strides().vec()};
+    auto [it, inserted] = canonical.emplace(key, fqn);
+    if (!inserted) {
+      // A tied weight: one symbol, with this FQN as an alias.
+      StateInfo info = states.lookup(it->second);
+      states[fqn] = info;
+      Operation *symbol = symbols.lookup(it->second);
+      auto addAlias = [&](auto op) {
+        SmallVector<Attribute> aliases;
+        if (auto existing = op.getAliases())
+          aliases.append(existing->begin(), existing->end());
+        aliases.push_back(builder.getStringAttr(fqn));
+        op.setAliasesAttr(builder.getArrayAttr(aliases));
+      };
+      if (auto param = dyn_cast<ParamOp>(symbol))
+        addAlias(param);
+      else
+        addAlias(cast<BufferOp>(symbol));
+      return;
+    }
+    StateInfo info;
+    info.fqn = fqn;
+    info.isParam = isParam;
+    info.type = tensorType(t, loc);
+    if (isParam && !isa<FloatType>(info.type.getElementType()))
+      fail(loc, "parameter '" + fqn + "' is not floating point");
+    states[fqn] = info;
+    stateOrder.push_back(fqn);
+    std::string cls = cleanClassName(owner.type()->name()->qualifiedName());
+    Operation *op;
+    if (isParam)
+      op = ParamOp::create(builder, loc, fqn, info.type, modulePath, cls,
+                                   ArrayAttr());
+    else
+      op = BufferOp::create(builder, loc, fqn, info.type, modulePath, cls,
+                                    ArrayAttr());
+    symbols[fqn] = op;
+  };
+
+  // state_dict order: each module's parameters, then its buffers, preorder.
+  for (const auto &named : root.named_modules()) {
+    const jit::Module &m = named.value;
+    for (const auto &p : m.named_parameters(/*recurse=*/false))
+      declare(named.name, m, p.name, p.value, /*isParam=*/true);
+    for (const auto &b : m.named_buffers(/*recurse=*/false))
+      declare(named.name, m, b.name, b.value, /*isParam=*/false);
+  }
+}
+
+Value Importer::stateValue(const std::string &fqn, Location loc) {
+  const StateInfo &info = states.find(fqn)->second;
+  Value &value = current[info.fqn];
+  if (!value) {
+    // Read each symbol once, at the start of the step.
+    OpBuilder::InsertionGuard guard(builder);
+    if (lastRead)
+      builder.setInsertionPointAfter(lastRead);
+    else
+      builder.setInsertionPointToStart(&func.getBody().front());
+    auto read = GetOp::create(builder, loc, info.type,
+                              FlatSymbolRefAttr::get(context, info.fqn));
+    lastRead = read;
+    value = read;
+    initial[info.fqn] = value;
+    stateOf[value] = info.fqn;
+  }
+  return value;
+}
+
+//===----------------------------------------------------------------------===//
+// Values
+//===----------------------------------------------------------------------===//
+
+AbsValue &Importer::lookup(jit::Value *value) {
+  auto it = env.find(value);
+  if (it == env.end())
+    fail(locationOf(value->node()),
+         "value %" + value->debugName() + " is used before it is defined");
+  return it->second;
+}
+
+void Importer::bind(jit::Value *value, AbsValue abs) {
+  env[value] = std::move(abs);
+}
+
+AbsValue Importer::fromIValue(const c10::IValue &value) {
+  return AbsValue::ofConstant(value);
+}
+
+c10::IValue Importer::toIValue(const AbsValue &abs, const c10::TypePtr &type,
+                               bool meta, Location loc) {
+  switch (abs.kind) {
+  case AbsValue::Kind::Constant:
+    if (meta && abs.constant.isTensor())
+      return abs.constant.toTensor().to(at::kMeta);
+    return abs.constant;
+  case AbsValue::Kind::Tensor:
+    if (!meta)
+      fail(loc, "internal: a runtime tensor has no constant value");
+    return metaTensor(cast<RankedTensorType>(abs.tensor.getType()), loc);
+  case AbsValue::Kind::Module:
+    return abs.module;
+  case AbsValue::Kind::Sequence: {
+    if (abs.isTuple) {
+      std::vector<c10::IValue> elems;
+      auto tupleType = type ? type->cast<c10::TupleType>() : nullptr;
+      for (size_t i = 0; i < abs.elements.size(); ++i)
+        elems.push_back(toIValue(abs.elements[i],
+                                 tupleType ? tupleType->elements()[i] : nullptr,
+                                 meta, loc));
+      return c10::ivalue::Tuple::create(std::move(elems));
+    }
+    c10::TypePtr elemType = c10::AnyType::get();
+    if (type)
+      if (auto listType = type->cast<c10::ListType>())
+        elemType = listType->getElementType();
+    c10::impl::GenericList list(elemType);
+    for (const AbsValue &e : abs.elements)
+      list.push_back(toIValue(e, elemType, meta, loc));
+    return list;
+  }
+  case AbsValue::Kind::Unknown:
+    break;
+  }
+  fail(loc, "a value the importer could not determine is used here");
+}
+
+//===----------------------------------------------------------------------===//
+// The walk
+//===----------------------------------------------------------------------===//
+
+void Importer::walkBlock(jit::Block *block) {
+  for (jit::Node *node : block->nodes())
+    visitNode(node);
+}
+
+void Importer::visitNode(jit::Node *node) {
+  Location loc = locationOf(node);
+  jit::NodeKind kind = node->kind();
+  if (kind == c10::prim::Constant) {
+    auto value = jit::toIValue(node->output());
+    bind(node->output(), fromIValue(value ? *value : c10::IValue()));
+    return;
+  }
+  if (kind == c10::prim::GetAttr)
+    return visitGetAttr(node);
+  if (kind == c10::prim::SetAttr)
+    return visitSetAttr(node);
+  if (kind == c10::prim::If)
+    return visitIf(node);
+  if (kind == c10::prim::Loop)
+    return visitLoop(node);
+  if (kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct) {
+    std::vector<AbsValue> elements;
+    for (jit::Value *input : node->inputs())
+      elements.push_back(lookup(input));
+    bind(node->output(), AbsValue::ofSequence(
+                             std::move(elements),
+                             kind == c10::prim::TupleConstruct));
+    return;
+  }
+  if (kind == c10::prim::ListUnpack || kind == c10::prim::TupleUnpack) {
+    AbsValue seq = lookup(node->input());
+    std::vector<AbsValue> elements;
+    if (seq.kind == AbsValue::Kind::Sequence) {
+      elements = seq.elements;
+    } else if (seq.isConstant() && seq.constant.isList()) {
+      for (const c10::IValue &e : seq.constant.toListRef())
+        elements.push_back(fromIValue(e));
+    } else if (seq.isConstant() && seq.constant.isTuple()) {
+      for (const c10::IValue &e : seq.constant.toTupleRef().elements())
+        elements.push_back(fromIValue(e));
+    } else {
+      fail(loc, "cannot unpack this value statically");
+    }
+    if (elements.size() != node->outputs().size())
+      fail(loc, "unpacks " + llvm::Twine(node->outputs().size()) +
+                    " values from a sequence of " +
+                    llvm::Twine(elements.size()));
+    for (size_t i = 0; i < elements.size(); ++i)
+      bind(node->outputs()[i], elements[i]);
+    return;
+  }
+  if (kind == c10::prim::TupleIndex || kind == c10::aten::__getitem__) {
+    AbsValue seq = lookup(node->inputs()[0]);
+    AbsValue index = lookup(node->inputs()[1]);
+    if (seq.kind == AbsValue::Kind::Sequence && index.isConstant() &&
+        index.constant.isInt()) {
+      int64_t i = index.constant.toInt();
+      int64_t n = seq.elements.size();
+      if (i < 0)
+        i += n;
+      if (i < 0 || i >= n)
+        fail(loc, "index " + llvm::Twine(index.constant.toInt()) +
+                      " is out of range for a sequence of " + llvm::Twine(n));
+      bind(node->output(), seq.elements[i]);
+      return;
+    }
+  }
+  if (kind == c10::aten::len && node->inputs().size() == 1) {
+    AbsValue seq = lookup(node->input());
+    if (seq.kind == AbsValue::Kind::Sequence) {
+      bind(node->output(), fromIValue(int64_t(seq.elements.size())));
+      return;
+    }
+  }
+  if (kind == c10::aten::__is__ || kind == c10::aten::__isnot__) {
+    // Identity of values the walk knows: the same SSA tensor is the same
+    // object, a tensor is never None.
+    AbsValue a = lookup(node->inputs()[0]), b = lookup(node->inputs()[1]);
+    std::optional<bool> same;
+    if (a.isTensor() && b.isTensor())
+      same = a.tensor == b.tensor;
+    else if ((a.isTensor() && b.isConstant() && b.constant.isNone()) ||
+             (b.isTensor() && a.isConstant() && a.constant.isNone()))
+      same = false;
+    if (same) {
+      bind(node->output(), fromIValue(kind == c10::aten::__is__ ? *same : !*same));
+      return;
+    }
+  }
+  if (kind == c10::prim::RaiseException) {
+    std::string message = "the model raises an exception here";
+    AbsValue msg = lookup(node->inputs()[0]);
+    if (msg.isConstant() && msg.constant.isString())
+      message += ": " + msg.constant.toStringRef();
+    fail(loc, message);
+  }
+  if (kind == c10::prim::Uninitialized) {
+    bind(node->output(), AbsValue());
+    return;
+  }
+  if (kind == c10::prim::NumToTensor) {
+    AbsValue scalar = lookup(node->input());
+    if (!scalar.isConstant())
+      fail(loc, "prim::NumToTensor of a value that is not a constant");
+    bind(node->output(),
+         fromIValue(c10::scalar_to_tensor(scalar.constant.toScalar())));
+    return;
+  }
+  if (kind == c10::prim::CallMethod || kind == c10::prim::CallFunction)
+    fail(loc, std::string("call ") + kind.toQualString() +
+                  " left after inlining is not supported");
+  if (kind == c10::prim::PythonOp)
+    fail(loc, "a Python function (prim::PythonOp) cannot be imported; "
+              "script or trace it into TorchScript operators");
+  if (visitTensorMetadata(node))
+    return;
+  if (node->maybeSchema())
+    return visitOperator(node);
+  // Remaining prim ops without schema (prim::dtype etc. have schemas): try the
+  // interpreter's own implementation when all inputs are constant.
+  bool allConstant = llvm::all_of(node->inputs(), [&](jit::Value *v) {
+    return lookup(v).isFullyConstant();
+  });
+  if (allConstant && node->blocks().empty()) {
+    try {
+      evaluateConstant(node);
+      return;
+    } catch (const c10::Error &) {
+    }
+  }
+  fail(loc, std::string("operator ") + kind.toQualString() +
+                " cannot be imported");
+}
+
+void Importer::visitGetAttr(jit::Node *node) {
+  Location loc = locationOf(node);
+  AbsValue object = lookup(node->input());
+  const std::string &name = node->s(c10::attr::name);
+  if (object.kind != AbsValue::Kind::Module)
+    fail(loc, "attribute '" + name + "' of a value that is not a module");
+  std::string fqn = object.path.empty() ? name : object.path + "." + name;
+  c10::IValue value = object.module->getAttr(name);
+  if (value.isObject() && value.toObject()->type()->is_module()) {
+    AbsValue sub;
+    sub.kind = AbsValue::Kind::Module;
+    sub.module = value.toObject();
+    sub.path = fqn;
+    bind(node->output(), sub);
+    return;
+  }
+  if (value.isTensor() && states.count(fqn)) {
+    bind(node->output(), AbsValue::ofTensor(stateValue(fqn, loc)));
+    return;
+  }
+  // Every other attribute (hyper-parameters, `training`, constants) is a
+  // compile-time constant.
+  bind(node->output(), fromIValue(value));
+}
+
+void Importer::visitSetAttr(jit::Node *node) {
+  Location loc = locationOf(node);
+  AbsValue object = lookup(node->inputs()[0]);
+  const std::string &name = node->s(c10::attr::name);
+  std::string fqn = object.path.empty() ? name : object.path + "." + name;
+  auto it = states.find(fqn);
+  if (object.kind != AbsValue::Kind::Module || it == states.end() ||
+      it->second.isParam)
+    fail(loc, "assignment to attribute '" + fqn +
+                  "' is supported for buffers only");
+  AbsValue value = lookup(node->inputs()[1]);
+  Value tensor;
+  if (value.isTensor())
+    tensor = value.tensor;
+  else if (value.isConstant() && value.constant.isTensor())
+    tensor = materialize(value.constant.toTensor(), loc);
+  else
+    fail(loc, "buffer '" + fqn + "' is assigned a value that is not a tensor");
+  if (tensor.getType() != it->second.type)
+    fail(loc, "buffer '" + fqn + "' changes type in the step");
+  stateValue(fqn, loc);
+  current[it->second.fqn] = tensor;
+}
+
+void Importer::visitIf(jit::Node *node) {
+  Location loc = locationOf(node);
+  AbsValue cond = lookup(node->input());
+  if (!cond.isConstant() || !cond.constant.isBool())
+    fail(loc, "control flow depends on tensor data (prim::If on a value "
+              "that is not a compile-time constant)");
+  jit::Block *taken = node->blocks()[cond.constant.toBool() ? 0 : 1];
+  walkBlock(taken);
+  for (size_t i = 0; i < node->outputs().size(); ++i)
+    bind(node->outputs()[i], lookup(taken->outputs()[i]));
+}
+
+void Importer::visitLoop(jit::Node *node) {
+  Location loc = locationOf(node);
+  AbsValue tripCount = lookup(node->inputs()[0]);
+  AbsValue cond = lookup(node->inputs()[1]);
+  if (!tripCount.isConstant() || !cond.isConstant())
+    fail(loc, "loop bounds depend on tensor data (prim::Loop whose trip count "
+              "or condition is not a compile-time constant)");
+  jit::Block *body = node->blocks()[0];
+  std::vector<AbsValue> carried;
+  for (size_t i = 2; i < node->inputs().size(); ++i)
+    carried.push_back(lookup(node->inputs()[i]));
+  int64_t trips = tripCount.constant.toInt();
+  bool go = cond.constant.toBool();
+  for (int64_t i = 0; go && i < trips; ++i) {
+    if (++unrolledIterations > 100000)
+      fail(loc, "loops unroll to more than 100000 iterations");
+    bind(body->inputs()[0], fromIValue(i));
+    for (size_t j = 0; j < carried.size(); ++j)
+      bind(body->inputs()[j + 1], carried[j]);
+    walkBlock(body);
+    AbsValue next = lookup(body->outputs()[0]);
+    if (!next.isConstant())
+      fail(loc, "loop condition depends on tensor data");
+    go = next.constant.toBool();
+    for (size_t j = 0; j < carried.size(); ++j)
+      carried[j] = lookup(body->outputs()[j + 1]);
+  }
+  for (size_t j = 0; j < carried.size(); ++j)
+    bind(node->outputs()[j], carried[j]);
+}
+
+/// Shape and dtype queries on tensors of static type fold to constants.
+bool Importer::visitTensorMetadata(jit::Node *node) {
+  if (node->inputs().empty())
+    return false;
+  AbsValue &first = lookup(node->inputs()[0]);
+  if (!first.isTensor())
+    return false;
+  auto type = cast<RankedTensorType>(first.tensor.getType());
+  Location loc = locationOf(node);
+  jit::NodeKind kind = node->kind();
+  std::vector<int64_t> shape = type.getShape().vec();
+  auto constantArg = [&](size_t i) -> c10::IValue {
+    AbsValue &a = lookup(node->inputs()[i]);
+    if (!a.isConstant())
+      fail(loc, "argument is not a compile-time constant");
+    return a.constant;
+  };
+  if (kind == c10::aten::size && node->inputs().size() == 1) {
+    bind(node->output(), fromIValue(c10::IValue(shape)));
+    return true;
+  }
+  if (kind == c10::aten::size && node->inputs().size() == 2) {
+    int64_t dim = constantArg(1).toInt();
+    int64_t rank = shape.size();
+    if (dim < -rank || dim >= rank)
+      fail(loc, "dimension " + llvm::Twine(dim) + " is out of range for a "
+                                                   "tensor of rank " +
+                    llvm::Twine(rank));
+    bind(node->output(), fromIValue(shape[dim < 0 ? dim + rank : dim]));
+    return true;
+  }
+  if (kind == c10::aten::dim || kind == c10::aten::len) {
+    if (kind == c10::aten::len && shape.empty())
+      fail(loc, "len() of a 0-d tensor");
+    bind(node->output(), fromIValue(kind == c10::aten::dim
+                                        ? int64_t(shape.size())
+                                        : shape[0]));
+    return true;
+  }
+  if (kind == c10::Symbol::fromQualString("aten::numel")) {
+    bind(node->output(), fromIValue(type.getNumElements()));
+    return true;
+  }
+  if (kind == c10::prim::dtype) {
+    bind(node->output(), fromIValue(int64_t(
+                             scalarType(type.getElementType(), loc))));
+    return true;
+  }
+  if (kind == c10::prim::device) {
+    bind(node->output(), fromIValue(c10::Device(c10::kCPU)));
+    return true;
+  }
+  if (kind == c10::prim::is_cuda || kind == c10::Symbol::fromQualString("prim::is_meta")) {
+    bind(node->output(), fromIValue(false));
+    return true;
+  }
+  if (kind == c10::Symbol::fromQualString("prim::is_cpu")) {
+    bind(node->output(), fromIValue(true));
+    return true;
+  }
+  if (kind == c10::prim::requires_grad) {
+    bind(node->output(), fromIValue(true));
+    return true;
+  }
+  return false;
+}
+
+void Importer::evaluateConstant(jit::Node *node) {
+  jit::Stack stack;
+  for (jit::Value *input : node->inputs())
+    stack.push_back(toIValue(lookup(input), input->type(), /*meta=*/false,
+                             locationOf(node)));
+  // The interpreter passes vararg operators their argument count.
+  if (node->maybeSchema() && node->schema().is_vararg())
+    stack.push_back(int64_t(node->inputs().size()));
+  jit::Operation op = node->getOperation();
+  op(stack);
+  for (size_t i = 0; i < node->outputs().size(); ++i)
+    bind(node->outputs()[i], fromIValue(stack[i]));
+}
+
+namespace {
+/// Operators whose schema does not say that they write an argument, but do:
+/// batch_norm updates the running statistics in training mode.
+struct HiddenMutation {
+  const char *name;
+  std::vector<int64_t> args;
+  int64_t trainingArg; // the argument that says whether it writes, or -1
+};
+const HiddenMutation kHiddenMutations[] = {
+    {"aten::batch_norm", {3, 4}, 5},
+    {"aten::instance_norm", {3, 4}, 5},
+};
+} // namespace
+
+void Importer::visitOperator(jit::Node *node) {
+  const c10::FunctionSchema &schema = node->schema();
+  bool anyTensor = false;
+  for (jit::Value *input : node->inputs()) {
+    AbsValue &a = lookup(input);
+    std::function<bool(const AbsValue &)> hasTensor =
+        [&](const AbsValue &v) {
+          if (v.isTensor())
+            return true;
+          return llvm::any_of(v.elements, hasTensor);
+        };
+    anyTensor |= hasTensor(a);
+  }
+  bool returnsTensor = llvm::any_of(schema.returns(), [](const c10::Argument &r) {
+    return r.type()->isSubtypeOf(*c10::TensorType::get()) ||
+           r.type()->isSubtypeOf(*c10::ListType::ofTensors());
+  });
+  Location loc = locationOf(node);
+  if (!anyTensor) {
+    // All inputs are compile-time constants: the JIT computes the result,
+    // unless it is random or too large to keep as a constant.
+    if (!node->isNondeterministic()) {
+      try {
+        evaluateConstant(node);
+      } catch (const c10::Error &e) {
+        fail(loc, "evaluating " + schema.name() + " on constants failed: " +
+                      e.what_without_backtrace());
+      }
+      bool small = llvm::all_of(node->outputs(), [&](jit::Value *out) {
+        AbsValue &a = lookup(out);
+        return !a.isConstant() || !a.constant.isTensor() ||
+               a.constant.toTensor().numel() <= (1 << 16);
+      });
+      if (small)
+        return;
+    }
+    if (!returnsTensor)
+      fail(loc, schema.name() + " cannot be evaluated at compile time");
+  } else if (!returnsTensor) {
+    // A property of the tensors' static types (is_floating_point, is_nested)
+    // is what the op computes on meta tensors; a value read from tensor data
+    // is not known before the step runs.
+    static const llvm::StringSet<> dataDependent = {
+        "aten::item",   "aten::Int",    "aten::Float",
+        "aten::Bool",   "aten::ScalarImplicit", "aten::equal",
+        "aten::allclose", "aten::is_nonzero", "aten::tolist",
+        "aten::_local_scalar_dense", "aten::IntImplicit",
+        "aten::FloatImplicit", "aten::is_meta", "prim::is_meta"};
+    bool folded = false;
+    if (!dataDependent.contains(schema.name())) {
+      jit::Stack stack;
+      for (jit::Value *input : node->inputs())
+        stack.push_back(toIValue(lookup(input), input->type(), /*meta=*/true,
+                                 loc));
+      try {
+        node->getOperation()(stack);
+        for (size_t i = 0; i < node->outputs().size(); ++i)
+          bind(node->outputs()[i], fromIValue(stack[i]));
+        folded = true;
+      } catch (const c10::Error &) {
+      }
+    }
+    if (!folded)
+      fail(loc, schema.name() +
+                    " reads a value from tensor data, which a static "
+                    "training step cannot depend on");
+    return;
+  }
+  emitCall(node, schema);
+}
+
+Attribute Importer::constantAttr(const c10::IValue &value,
+                                 const c10::Argument *arg, Location loc,
+                                 const std::string &what) {
+  if (value.isNone())
+    return aten::NoneAttr::get(context);
+  bool isDtype = arg && arg->real_type()->kind() == c10::TypeKind::ScalarTypeType;
+  if (!isDtype && arg)
+    if (auto opt = arg->real_type()->cast<c10::OptionalType>())
+      isDtype = opt->getElementType()->kind() == c10::TypeKind::ScalarTypeType;
+  if (value.isInt() && isDtype)
+    return TypeAttr::get(elementType(
+        static_cast<at::ScalarType>(value.toInt()), loc));
+  if (value.isBool())
+    return builder.getBoolAttr(value.toBool());
+  if (value.isInt())
+    return builder.getI64IntegerAttr(value.toInt());
+  if (value.isDouble())
+    return builder.getF64FloatAttr(value.toDouble());
+  if (value.isString())
+    return builder.getStringAttr(value.toStringRef());
+  if (value.isDevice())
+    return builder.getStringAttr(value.toDevice().str());
+  if (value.isList()) {
+    SmallVector<Attribute> elements;
+    for (const c10::IValue &e : value.toListRef())
+      elements.push_back(constantAttr(e, nullptr, loc, what));
+    return builder.getArrayAttr(elements);
+  }
+  if (value.isTuple()) {
+    SmallVector<Attribute> elements;
+    for (const c10::IValue &e : value.toTupleRef().elements())
+      elements.push_back(constantAttr(e, nullptr, loc, what));
+    return builder.getArrayAttr(elements);
+  }
+  fail(loc, what + " of type " + value.tagKind() +
+                " cannot be kept as an attribute");
+}
+
+void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
+  Location loc = locationOf(node);
+  std::string overload = schema.name();
+  if (!schema.overload_name().empty())
+    overload += "." + schema.overload_name();
+
+  // Which arguments the op writes.
+  std::vector<int64_t> mutated;
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const auto *alias = schema.arguments()[i].alias_info();
+    if (alias && alias->isWrite())
+      mutated.push_back(i);
+  }
+  for (const HiddenMutation &hidden : kHiddenMutations) {
+    if (schema.name() != hidden.name)
+      continue;
+    AbsValue &training = lookup(node->inputs()[hidden.trainingArg]);
+    if (!training.isConstant() || !training.constant.isBool())
+      fail(loc, std::string(hidden.name) + ": `training` is not a constant");
+    if (!training.constant.toBool())
+      continue;
+    for (int64_t arg : hidden.args)
+      if (lookup(node->inputs()[arg]).isTensor())
+        mutated.push_back(arg);
+  }
+  if (schema.is_vararg() || node->inputs().size() != schema.arguments().size())
+    fail(loc, overload + " has a variable argument list");
+
+  // Arguments in schema order, and the meta-tensor call that types results.
+  SmallVector<Attribute> args;
+  SmallVector<Value> operands;
+  jit::Stack stack;
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const c10::Argument &arg = schema.arguments()[i];
+    jit::Value *input = node->inputs()[i];
+    AbsValue &a = lookup(input);
+    stack.push_back(toIValue(a, input->type(), /*meta=*/true, loc));
+    std::string what = "argument '" + arg.name() + "' of " + overload;
+    if (a.isTensor()) {
+      operands.push_back(a.tensor);
+      args.push_back(aten::TensorArgAttr::get(context));
+    } else if (a.isConstant() && a.constant.isTensor()) {
+      operands.push_back(materialize(a.constant.toTensor(), loc));
+      args.push_back(aten::TensorArgAttr::get(context));
+    } else if (a.kind == AbsValue::Kind::Sequence &&
+               input->type()->isSubtypeOf(*c10::ListType::ofTensors())) {
+      for (const AbsValue &e : a.elements) {
+        if (e.isTensor())
+          operands.push_back(e.tensor);
+        else if (e.isConstant() && e.constant.isTensor())
+          operands.push_back(materialize(e.constant.toTensor(), loc));
+        else
+          fail(loc, what + " holds a value that is not a tensor");
+      }
+      args.push_back(aten::TensorListArgAttr::get(context, a.elements.size()));
+    } else if (a.isFullyConstant()) {
+      c10::IValue value = toIValue(a, input->type(), /*meta=*/false, loc);
+      if (value.isTensorList() ||
+          (value.isList() && !value.toListRef().empty() &&
+           value.toListRef()[0].isTensor())) {
+        c10::List<c10::IValue> list = value.toList();
+        for (const c10::IValue &e : list)
+          operands.push_back(materialize(e.toTensor(), loc));
+        args.push_back(aten::TensorListArgAttr::get(context, list.size()));
+      } else {
+        args.push_back(constantAttr(value, &arg, loc, what));
+      }
+    } else {
+      fail(loc, what + " is neither a tensor nor a compile-time constant");
+    }
+  }
+
+  try {
+    node->getOperation()(stack);
+  } catch (const c10::Error &metaError) {
+    // No meta kernel: run the op on zeros on the CPU to learn its types.
+    jit::Stack cpuStack;
+    for (size_t i = 0; i < schema.arguments().size(); ++i) {
+      c10::IValue v = toIValue(lookup(node->inputs()[i]), node->inputs()[i]->type(),
+                               /*meta=*/true, loc);
+      std::function<c10::IValue(const c10::IValue &)> toCpu =
+          [&](const c10::IValue &x) -> c10::IValue {
+        if (x.isTensor() && x.toTensor().is_meta())
+          return at::zeros(x.toTensor().sizes(),
+                           x.toTensor().options().device(at::kCPU));
+        if (x.isTensorList()) {
+          c10::List<at::Tensor> l;
+          for (const at::Tensor &t : x.toTensorList().vec())
+            l.push_back(t.is_meta() ? at::zeros(t.sizes(), t.options().device(at::kCPU)) : t);
+          return l;
+        }
+        return x;
+      };
+      cpuStack.push_back(toCpu(v));
+    }
+    try {
+      node->getOperation()(cpuStack);
+    } catch (const c10::Error &cpuError) {
+      fail(loc, "cannot infer the result types of " + overload + ": " +
+                    cpuError.what_without_backtrace());
+    }
+    stack = std::move(cpuStack);
+  }
+
+  SmallVector<Type> resultTypes;
+  bool listResult = false;
+  std::vector<std::vector<Type>> outputTypes;
+  for (size_t i = 0; i < node->outputs().size(); ++i) {
+    const c10::IValue &out = stack[i];
+    std::vector<Type> types;
+    if (out.isTensor()) {
+      types.push_back(tensorType(out.toTensor(), loc));
+    } else if (out.isTensorList()) {
+      if (node->outputs().size() != 1)
+        fail(loc, overload + " returns a Tensor[] among other results");
+      listResult = true;
+      for (const at::Tensor &t : out.toTensorList().vec())
+        types.push_back(tensorType(t, loc));
+    } else if (!out.isNone()) {
+      fail(loc, overload + " returns a " + out.tagKind() +
+                    " computed from tensor data");
+    }
+    resultTypes.append(types.begin(), types.end());
+    outputTypes.push_back(types);
+  }
+  unsigned numSchemaResults = resultTypes.size();
+  // The new values of mutated arguments follow the schema's results.
+  SmallVector<Value> mutatedOperands;
+  for (int64_t arg : mutated) {
+    AbsValue &a = lookup(node->inputs()[arg]);
+    if (!a.isTensor())
+      fail(loc, overload + " writes argument '" +
+                    schema.arguments()[arg].name() +
+                    "', which is not a tensor of the step");
+    resultTypes.push_back(a.tensor.getType());
+    mutatedOperands.push_back(a.tensor);
+  }
+
+  auto call = aten::CallOp::create(builder, 
+      loc, resultTypes, builder.getStringAttr(overload),
+      builder.getArrayAttr(args), operands,
+      mutated.empty() ? DenseI64ArrayAttr()
+                      : builder.getDenseI64ArrayAttr(mutated),
+      listResult ? builder.getUnitAttr() : UnitAttr());
+
+  unsigned next = 0;
+  for (size_t i = 0; i < node->outputs().size(); ++i) {
+    const std::vector<Type> &types = outputTypes[i];
+    if (listResult) {
+      std::vector<AbsValue> elements;
+      for (size_t j = 0; j < types.size(); ++j)
+        elements.push_back(AbsValue::ofTensor(call.getResult(next++)));
+      bind(node->outputs()[i], AbsValue::ofSequence(elements, false));
+    } else if (types.empty()) {
+      bind(node->outputs()[i], fromIValue(c10::IValue()));
+    } else {
+      bind(node->outputs()[i], AbsValue::ofTensor(call.getResult(next++)));
+    }
+  }
+
+  // Rebind every name of a written tensor to its new value; a written buffer
+  // gets a state update.
+  for (auto [k, arg] : llvm::enumerate(mutated)) {
+    Value old = mutatedOperands[k];
+    Value updated = call.getResult(numSchemaResults + k);
+    for (auto &entry : env)
+      if (entry.second.isTensor() && entry.second.tensor == old)
+        entry.second.tensor = updated;
+    auto state = stateOf.find(old);
+    if (state != stateOf.end()) {
+      std::string fqn = state->second;
+      if (states.lookup(fqn).isParam)
+        fail(loc, overload + " writes parameter '" + fqn +
+                      "' in place inside the forward");
+      current[fqn] = updated;
+      stateOf[updated] = fqn;
+    }
+  }
+}
+
+void Importer::flattenOutputs(const AbsValue &abs, Location loc,
+                              SmallVectorImpl<Value> &out) {
+  if (abs.isTensor()) {
+    out.push_back(abs.tensor);
+  } else if (abs.isConstant() && abs.constant.isTensor()) {
+    out.push_back(materialize(abs.constant.toTensor(), loc));
+  } else if (abs.kind == AbsValue::Kind::Sequence) {
+    for (const AbsValue &e : abs.elements)
+      flattenOutputs(e, loc, out);
+  } else if (abs.isConstant() &&
+             (abs.constant.isTuple() || abs.constant.isList())) {
+    for (const c10::IValue &e : abs.constant.isTuple()
+                                    ? abs.constant.toTupleRef().elements().vec()
+                                    : abs.constant.toListRef().vec())
+      flattenOutputs(fromIValue(e), loc, out);
+  } else {
+    fail(loc, "the model returns a value that is not a tensor or a tuple or "
+              "list of tensors");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Entry point
+//===----------------------------------------------------------------------===//
+
+static std::string firstLine(const std::string &text) {
+  return text.substr(0, text.find('\n'));
+}
+
+OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
+  Location fileLoc = FileLineColLoc::get(context, path, 0, 0);
+  context->loadDialect<aten::ATenDialect, FSDPDialect, func::FuncDialect>();
+  try {
+    jit::ExtraFilesMap extra{{kMetadataExtraFile, ""}};
+    jit::Module root;
+    try {
+      root = jit::load(path, c10::nullopt, extra);
+    } catch (const c10::Error &e) {
+      fail(fileLoc, "cannot load '" + path + "' as TorchScript: " +
+                        firstLine(e.what_without_backtrace()));
+    }
+    if (!root.find_method("forward"))
+      fail(fileLoc, "the TorchScript module in '" + path +
+                        "' has no forward method");
+
+    // Input specs: those stored by python/fsdp_export.py, overridden by the
+    // command line.
+    std::vector<InputSpec> specs;
+    if (!extra[kMetadataExtraFile].empty()) {
+      auto json = llvm::json::parse(extra[kMetadataExtraFile]);
+      const llvm::json::Array *inputs = nullptr;
+      if (json)
+        if (auto *object = json->getAsObject())
+          inputs = object->getArray("inputs");
+      if (!inputs)
+        fail(fileLoc, std::string("malformed ") + kMetadataExtraFile +
+                          " in '" + path + "'");
+      for (const llvm::json::Value &v : *inputs) {
+        InputSpec spec;
+        std::string error;
+        auto text = v.getAsString();
+        if (!text || !parseInputSpec(*text, spec, error))
+          fail(fileLoc, std::string(kMetadataExtraFile) + ": " +
+                            (text ? error : "input is not a string"));
+        specs.push_back(spec);
+      }
+    }
+    for (const InputSpec &spec : options.inputs) {
+      auto it = llvm::find_if(specs, [&](const InputSpec &s) {
+        return s.name == spec.name;
+      });
+      if (it != specs.end())
+        *it = spec;
+      else
+        specs.push_back(spec);
+    }
+
+    jit::Method forward = root.get_method("forward");
+    std::shared_ptr<jit::Graph> graphOwner = forward.graph()->copy();
+    graph = graphOwner.get();
+    inlineCalls(graph->block());
+    jit::LowerSimpleTuples(graphOwner);
+    jit::RemoveTensorMutation(graphOwner);
+    jit::ConstantPropagation(graphOwner);
+    jit::EliminateDeadCode(graphOwner);
+
+    module = ModuleOp::create(fileLoc);
+    builder.setInsertionPointToEnd(module.getBody());
+    declareState(root);
+
+    // Inputs: every tensor argument of forward needs a spec; others take
+    // their defaults.
+    const c10::FunctionSchema &schema = forward.function().getSchema();
+    SmallVector<Type> inputTypes;
+    SmallVector<std::string> inputNames;
+    SmallVector<std::pair<jit::Value *, AbsValue>> bound;
+    std::vector<bool> used(specs.size(), false);
+    std::vector<std::string> missing;
+    for (size_t i = 1; i < graph->inputs().size(); ++i) {
+      jit::Value *input = graph->inputs()[i];
+      std::string name = i < schema.arguments().size()
+                             ? schema.arguments()[i].name()
+                             : input->debugName();
+      auto it = llvm::find_if(specs, [&](const InputSpec &s) {
+        return s.name == name;
+      });
+      if (it != specs.end()) {
+        used[it - specs.begin()] = true;
+        if (!input->type()->isSubtypeOf(*c10::TensorType::get()) &&
+            !input->type()->isSubtypeOf(
+                *c10::OptionalType::create(c10::TensorType::get())))
+          fail(fileLoc, "input '" + name + "' of forward has type " +
+                            input->type()->repr_str() + ", not Tensor");
+        inputTypes.push_back(RankedTensorType::get(
+            it->shape, elementType(
+                           [&] {
+                             const std::string &d = it->dtype;
+                             if (d == "f32") return at::kFloat;
+                             if (d == "f16") return at::kHalf;
+                             if (d == "bf16") return at::kBFloat16;
+                             if (d == "f64") return at::kDouble;
+                             if (d == "i64") return at::kLong;
+                             if (d == "i32") return at::kInt;
+                             return at::kBool;
+                           }(),
+                           fileLoc)));
+        inputNames.push_back(name);
+        bound.push_back({input, AbsValue()});
+        continue;
+      }
+      if (i < schema.arguments().size() &&
+          schema.arguments()[i].default_value()) {
+        bound.push_back({input, fromIValue(*schema.arguments()[i].default_value())});
+        continue;
+      }
+      missing.push_back(name);
+    }
+    std::string expected;
+    for (size_t i = 1; i < schema.arguments().size(); ++i)
+      expected += (i > 1 ? ", " : "") + schema.arguments()[i].name();
+    for (size_t i = 0; i < specs.size(); ++i)
+      if (!used[i])
+        fail(fileLoc, "--input names '" + specs[i].name +
+                          "', which is not an input of forward (inputs: " +
+                          expected + ")");
+    if (!missing.empty()) {
+      std::string names;
+      for (const std::string &m : missing)
+        names += (names.empty() ? "" : ", ") + m;
+      fail(fileLoc, "no shape for input(s) " + names +
+                        " of forward: pass --input NAME:DIMSxDTYPE "
+                        "(e.g. --input " + missing[0] + ":8x32xf32)");
+    }
+
+    func = func::FuncOp::create(builder, 
+        fileLoc, "forward", builder.getFunctionType(inputTypes, {}));
+    Block *entry = func.addEntryBlock();
+    for (size_t i = 0; i < inputNames.size(); ++i)
+      func.setArgAttr(i, "fsdp.name", builder.getStringAttr(inputNames[i]));
+    builder.setInsertionPointToEnd(entry);
+    size_t nextArg = 0;
+    for (auto &[value, abs] : bound) {
+      if (abs.kind == AbsValue::Kind::Unknown)
+        bind(value, AbsValue::ofTensor(entry->getArgument(nextArg++)));
+      else
+        bind(value, abs);
+    }
+    AbsValue self;
+    self.kind = AbsValue::Kind::Module;
+    self.module = root._ivalue();
+    bind(graph->inputs()[0], self);
+
+    try {
+      walkBlock(graph->block());
+    } catch (const c10::Error &e) {
+      fail(fileLoc, std::string("import failed: ") +
+                        firstLine(e.what_without_backtrace()));
+    }
+
+    SmallVector<Value> results;
+    for (jit::Value *out : graph->outputs())
+      flattenOutputs(lookup(out), fileLoc, results);
+    // Buffers the step changed keep their new value.
+    for (const std::string &fqn : stateOrder) {
+      Value now = current.lookup(fqn);
+      if (now && now != initial.lookup(fqn))
+        UpdateOp::create(builder, now.getLoc(),
+                                 FlatSymbolRefAttr::get(context, fqn), now);
+    }
+    func::ReturnOp::create(builder, fileLoc, results);
+    func.setType(builder.getFunctionType(inputTypes,
+                                         ValueRange(results).getTypes()));
+  } catch (const ImportFailure &) {
+    if (module)
+      module.erase();
+    return nullptr;
+  } catch (const c10::Error &e) {
+    emitError(fileLoc) << "import failed: "
+                       << firstLine(e.what_without_backtrace());
+    if (module)
+      module.erase();
+    return nullptr;
+  } catch (const std::exception &e) {
+    emitError(fileLoc) << "import failed: " << e.what();
+    if (module)
+      module.erase();
+    return nullptr;
+  }
+  OwningOpRef<ModuleOp> result(module);
+  if (failed(verify(*result)))
+    return nullptr;
+  return result;
+}
+
+OwningOpRef<ModuleOp> fsdp::importTorchScript(llvm::StringRef path,
+                                              const ImportOptions &options,
+                                              MLIRContext *context) {
+  return Importer(context, path).run(options);
+}

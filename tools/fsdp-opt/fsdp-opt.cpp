@@ -1,0 +1,139 @@
+//===- fsdp-opt.cpp - the fsdp-opt compiler driver -------------------------===//
+//
+// Behaves like mlir-opt on `.mlir` input. A TorchScript archive (recognised by
+// its content, whatever its name) is imported first; the pass pipeline then
+// runs on the imported module.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Import/TorchScript/Import.h"
+#include "fsdp/InitAll.h"
+
+#include "mlir/Bytecode/BytecodeWriter.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+
+static llvm::cl::OptionCategory importCategory("TorchScript import options");
+
+static llvm::cl::list<std::string> inputSpecs(
+    "input",
+    llvm::cl::desc("Static type of a model input, NAME:DIMSxDTYPE (e.g. "
+                   "x:8x3x32x32xf32; dtypes f32 f16 bf16 f64 i64 i32 i1); "
+                   "repeatable; overrides specs stored in the .pt"),
+    llvm::cl::value_desc("NAME:DIMSxDTYPE"), llvm::cl::cat(importCategory));
+
+/// Imports a TorchScript file, runs the pipeline, writes the result. Any
+/// error leaves no output file behind.
+static LogicalResult runOnTorchScript(const std::string &inputFilename,
+                                      const std::string &outputFilename,
+                                      DialectRegistry &registry,
+                                      const MlirOptMainConfig &config) {
+  fsdp::ImportOptions options;
+  for (const std::string &text : inputSpecs) {
+    fsdp::InputSpec spec;
+    std::string error;
+    if (!fsdp::parseInputSpec(text, spec, error)) {
+      llvm::errs() << "error: " << error << "\n";
+      return failure();
+    }
+    options.inputs.push_back(spec);
+  }
+
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module =
+      fsdp::importTorchScript(inputFilename, options, &context);
+  if (!module)
+    return failure();
+
+  PassManager pm(&context, ModuleOp::getOperationName());
+  if (failed(applyPassManagerCLOptions(pm)) ||
+      failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))
+    return failure();
+
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      openOutputFile(outputFilename, &error);
+  if (!output) {
+    llvm::errs() << "error: " << error << "\n";
+    return failure();
+  }
+  if (config.shouldEmitBytecode()) {
+    if (failed(writeBytecodeToFile(*module, output->os())))
+      return failure();
+  } else {
+    module->print(output->os(), OpPrintingFlags());
+    output->os() << "\n";
+  }
+  output->keep();
+  return success();
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  DialectRegistry registry;
+  fsdp::registerAllDialects(registry);
+  fsdp::registerAllPasses();
+
+  auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
+      argc, argv, "fsdp-opt: compiles TorchScript training into sharded plans",
+      registry);
+  MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+
+  if (inputFilename != "-") {
+    if (!llvm::sys::fs::exists(inputFilename)) {
+      llvm::errs() << "error: no such file: '" << inputFilename << "'\n";
+      return 1;
+    }
+    switch (fsdp::classifyInputFile(inputFilename)) {
+    case fsdp::InputFileKind::TorchScript:
+      return failed(runOnTorchScript(inputFilename, outputFilename, registry,
+                                     config));
+    case fsdp::InputFileKind::OtherZip:
+      llvm::errs() << "error: '" << inputFilename
+                   << "' is a zip archive but not TorchScript (it has no "
+                      "constants.pkl): save the model with torch.jit.save "
+                      "after torch.jit.trace or torch.jit.script\n";
+      return 1;
+    case fsdp::InputFileKind::Other:
+      break;
+    }
+  }
+  if (!inputSpecs.empty()) {
+    llvm::errs() << "error: --input applies to TorchScript input only, but '"
+                 << inputFilename << "' is not a TorchScript archive\n";
+    return 1;
+  }
+
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> file =
+      openInputFile(inputFilename, &error);
+  if (!file) {
+    llvm::errs() << "error: " << error << "\n";
+    return 1;
+  }
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      openOutputFile(outputFilename, &error);
+  if (!output) {
+    llvm::errs() << "error: " << error << "\n";
+    return 1;
+  }
+  if (failed(MlirOptMain(output->os(), std::move(file), registry, config)))
+    return 1;
+  output->keep();
+  return 0;
+}
