@@ -19,6 +19,7 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -109,8 +110,21 @@ int main(int argc, char **argv) {
                       "constants.pkl): save the model with torch.jit.save "
                       "after torch.jit.trace or torch.jit.script\n";
       return 1;
-    case fsdp::InputFileKind::Other:
+    case fsdp::InputFileKind::CorruptZip:
+      llvm::errs() << "error: '" << inputFilename
+                   << "' is a truncated or corrupt zip archive (no central "
+                      "directory), not a readable TorchScript model\n";
+      return 1;
+    case fsdp::InputFileKind::Other: {
+      llvm::StringRef ext = llvm::sys::path::extension(inputFilename);
+      if (ext == ".pt" || ext == ".pth" || ext == ".ptl") {
+        llvm::errs() << "error: '" << inputFilename
+                     << "' is not a TorchScript archive (not a zip file); "
+                        "save the model with torch.jit.save\n";
+        return 1;
+      }
       break;
+    }
     }
   }
   if (!inputSpecs.empty()) {

@@ -45,6 +45,10 @@ using namespace mlir;
 using namespace fsdp;
 namespace jit = torch::jit;
 
+static std::string firstLine(const std::string &text) {
+  return text.substr(0, text.find('\n'));
+}
+
 namespace {
 
 /// Thrown inside the walk to unwind to the entry point; the diagnostic has
@@ -191,6 +195,8 @@ private:
   // The last `fsdp.get`: state reads stay together at the top, in the order
   // the forward first uses them.
   Operation *lastRead = nullptr;
+  // The input specs, for messages about shapes that do not fit the model.
+  std::string inputSummary;
 };
 
 } // namespace
@@ -355,7 +361,9 @@ void Importer::inlineCalls(jit::Block *block) {
     }
     jit::Node *prev = cur->prev();
     jit::Node *next = cur->next();
-    jit::inlineCallTo(cur, callee);
+    // The callee's own graph, not its optimized (already inlined) one, so
+    // that nested calls keep their module paths.
+    jit::inlineCallTo(cur, callee, /*use_graph=*/false);
     for (jit::Node *n = prev->next(); n != next; n = n->next())
       tagModulePath(n, calleePath);
     // Visit what was inlined: it may hold calls of its own.
@@ -512,8 +520,15 @@ c10::IValue Importer::toIValue(const AbsValue &abs, const c10::TypePtr &type,
 //===----------------------------------------------------------------------===//
 
 void Importer::walkBlock(jit::Block *block) {
-  for (jit::Node *node : block->nodes())
-    visitNode(node);
+  for (jit::Node *node : block->nodes()) {
+    try {
+      visitNode(node);
+    } catch (const c10::Error &e) {
+      fail(locationOf(node), std::string("importing ") +
+                                 node->kind().toQualString() + " failed: " +
+                                 firstLine(e.what_without_backtrace()));
+    }
+  }
 }
 
 void Importer::visitNode(jit::Node *node) {
@@ -600,6 +615,16 @@ void Importer::visitNode(jit::Node *node) {
       bind(node->output(), fromIValue(kind == c10::aten::__is__ ? *same : !*same));
       return;
     }
+  }
+  if (kind == c10::prim::unchecked_cast ||
+      kind == c10::prim::unchecked_unwrap_optional ||
+      kind == c10::aten::_unwrap_optional) {
+    // Refinements of a static type: the value itself passes through.
+    AbsValue value = lookup(node->input());
+    if (value.isConstant() && value.constant.isNone())
+      fail(loc, "a None value is used where the model expects a value");
+    bind(node->output(), value);
+    return;
   }
   if (kind == c10::prim::RaiseException) {
     std::string message = "the model raises an exception here";
@@ -889,9 +914,24 @@ void Importer::visitOperator(jit::Node *node) {
                                  loc));
       try {
         node->getOperation()(stack);
-        for (size_t i = 0; i < node->outputs().size(); ++i)
-          bind(node->outputs()[i], fromIValue(stack[i]));
-        folded = true;
+        std::function<bool(const c10::IValue &)> holdsTensor =
+            [&](const c10::IValue &v) {
+              if (v.isTensor())
+                return true;
+              if (v.isList())
+                return llvm::any_of(v.toListRef(), holdsTensor);
+              if (v.isTuple())
+                return llvm::any_of(v.toTupleRef().elements(), holdsTensor);
+              return false;
+            };
+        if (llvm::none_of(stack, holdsTensor)) {
+          for (size_t i = 0; i < node->outputs().size(); ++i)
+            bind(node->outputs()[i], fromIValue(stack[i]));
+          folded = true;
+        } else {
+          // Declared as returning Tensor? or a tuple: a computation after all.
+          return emitCall(node, schema);
+        }
       } catch (const c10::Error &) {
       }
     }
@@ -967,6 +1007,15 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
       if (lookup(node->inputs()[arg]).isTensor())
         mutated.push_back(arg);
   }
+  // The shape of these results depends on tensor data.
+  static const llvm::StringSet<> dataDependentShape = {
+      "aten::nonzero", "aten::nonzero_numpy", "aten::argwhere",
+      "aten::masked_select", "aten::unique", "aten::_unique",
+      "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive",
+      "aten::bincount", "aten::repeat_interleave", "aten::nonzero_static"};
+  if (dataDependentShape.contains(schema.name()))
+    fail(loc, overload + " returns a tensor whose shape depends on tensor "
+                         "data; a static training step needs static shapes");
   if (schema.is_vararg() || node->inputs().size() != schema.arguments().size())
     fail(loc, overload + " has a variable argument list");
 
@@ -1041,7 +1090,8 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
       node->getOperation()(cpuStack);
     } catch (const c10::Error &cpuError) {
       fail(loc, "cannot infer the result types of " + overload + ": " +
-                    cpuError.what_without_backtrace());
+                    firstLine(cpuError.what_without_backtrace()) +
+                    " (model inputs: " + inputSummary + ")");
     }
     stack = std::move(cpuStack);
   }
@@ -1146,10 +1196,6 @@ void Importer::flattenOutputs(const AbsValue &abs, Location loc,
 //===----------------------------------------------------------------------===//
 // Entry point
 //===----------------------------------------------------------------------===//
-
-static std::string firstLine(const std::string &text) {
-  return text.substr(0, text.find('\n'));
-}
 
 OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
   Location fileLoc = FileLineColLoc::get(context, path, 0, 0);
@@ -1276,6 +1322,8 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
                         "(e.g. --input " + missing[0] + ":8x32xf32)");
     }
 
+    for (const InputSpec &spec : specs)
+      inputSummary += (inputSummary.empty() ? "" : ", ") + spec.str();
     func = func::FuncOp::create(builder, 
         fileLoc, "forward", builder.getFunctionType(inputTypes, {}));
     Block *entry = func.addEntryBlock();

@@ -61,6 +61,9 @@ InputFileKind fsdp::classifyInputFile(llvm::StringRef path) {
     return InputFileKind::Other;
   // The zip's central directory, at its end, names every entry.
   llvm::StringRef tail = data.take_back(std::min<size_t>(data.size(), 64 << 20));
+  // End of central directory record.
+  if (!tail.contains(llvm::StringRef("PK\x05\x06", 4)))
+    return InputFileKind::CorruptZip;
   if (tail.contains("/constants.pkl") && tail.contains("/data.pkl"))
     return InputFileKind::TorchScript;
   return InputFileKind::OtherZip;

@@ -35,6 +35,7 @@ bool parseInputSpec(llvm::StringRef text, InputSpec &spec, std::string &error);
 enum class InputFileKind {
   TorchScript, // a zip archive with `constants.pkl` (torch.jit.save)
   OtherZip,    // a zip archive without it (torch.save of a state dict, ...)
+  CorruptZip,  // starts like a zip archive but has no central directory
   Other,       // anything else: MLIR text or bytecode, or an error later
 };
 InputFileKind classifyInputFile(llvm::StringRef path);
