@@ -41,6 +41,9 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
                                       const std::string &outputFilename,
                                       DialectRegistry &registry,
                                       const MlirOptMainConfig &config) {
+  DefaultTimingManager timingManager;
+  applyDefaultTimingManagerCLOptions(timingManager);
+  TimingScope timing = timingManager.getRootScope();
   fsdp::ImportOptions options;
   for (const std::string &text : inputSpecs) {
     fsdp::InputSpec spec;
@@ -56,12 +59,16 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
   context.loadAllAvailableDialects();
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  TimingScope importTiming = timing.nest("Import TorchScript");
+  options.timing = &importTiming;
   OwningOpRef<ModuleOp> module =
       fsdp::importTorchScript(inputFilename, options, &context);
+  importTiming.stop();
   if (!module)
     return failure();
 
   PassManager pm(&context, ModuleOp::getOperationName());
+  pm.enableTiming(timing);
   if (failed(applyPassManagerCLOptions(pm)) ||
       failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))
     return failure();
@@ -73,6 +80,7 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
     llvm::errs() << "error: " << error << "\n";
     return failure();
   }
+  TimingScope outputTiming = timing.nest("Output");
   if (config.shouldEmitBytecode()) {
     if (failed(writeBytecodeToFile(*module, output->os())))
       return failure();

@@ -1200,7 +1200,10 @@ void Importer::flattenOutputs(const AbsValue &abs, Location loc,
 OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
   Location fileLoc = FileLineColLoc::get(context, path, 0, 0);
   context->loadDialect<aten::ATenDialect, FSDPDialect, func::FuncDialect>();
+  TimingScope noTiming;
+  TimingScope &timing = options.timing ? *options.timing : noTiming;
   try {
+    TimingScope loadTiming = timing.nest("load archive");
     jit::ExtraFilesMap extra{{kMetadataExtraFile, ""}};
     jit::Module root;
     try {
@@ -1245,6 +1248,8 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
         specs.push_back(spec);
     }
 
+    loadTiming.stop();
+    TimingScope inlineTiming = timing.nest("inline and JIT clean-up");
     jit::Method forward = root.get_method("forward");
     std::shared_ptr<jit::Graph> graphOwner = forward.graph()->copy();
     graph = graphOwner.get();
@@ -1254,9 +1259,13 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
     jit::ConstantPropagation(graphOwner);
     jit::EliminateDeadCode(graphOwner);
 
+    inlineTiming.stop();
+    TimingScope stateTiming = timing.nest("declare parameters and buffers");
     module = ModuleOp::create(fileLoc);
     builder.setInsertionPointToEnd(module.getBody());
     declareState(root);
+    stateTiming.stop();
+    TimingScope walkTiming = timing.nest("walk graph");
 
     // Inputs: every tensor argument of forward needs a spec; others take
     // their defaults.
@@ -1378,6 +1387,7 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
       module.erase();
     return nullptr;
   }
+  TimingScope verifyTiming = timing.nest("verify");
   OwningOpRef<ModuleOp> result(module);
   if (failed(verify(*result)))
     return nullptr;

@@ -11,6 +11,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <string>
@@ -46,6 +47,8 @@ constexpr const char *kMetadataExtraFile = "fsdp_meta.json";
 struct ImportOptions {
   /// Input specs from the command line; they override specs stored in the file.
   std::vector<InputSpec> inputs;
+  /// Where the import's phases are timed (`-mlir-timing`); may be null.
+  mlir::TimingScope *timing = nullptr;
 };
 
 /// Imports `path`. On failure, diagnostics have been emitted on `context`'s

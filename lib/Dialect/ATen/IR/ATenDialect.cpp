@@ -39,8 +39,9 @@ unsigned CallOp::getNumSchemaResults() {
 static bool isDefaultTyped(Attribute attr) {
   if (auto i = dyn_cast<IntegerAttr>(attr))
     return i.getType().isSignlessInteger(64);
+  // Non-finite floats print in hex, which would read back as an integer.
   if (auto f = dyn_cast<FloatAttr>(attr))
-    return f.getType().isF64();
+    return f.getType().isF64() && f.getValue().isFinite();
   return false;
 }
 
@@ -55,7 +56,8 @@ void CallOp::print(OpAsmPrinter &p) {
   llvm::interleaveComma(getArgs(), p, [&](Attribute arg) {
     if (isa<TensorArgAttr>(arg)) {
       p.printOperand(operands[next++]);
-    } else if (auto list = dyn_cast<TensorListArgAttr>(arg)) {
+    } else if (auto list = dyn_cast<TensorListArgAttr>(arg);
+               list && list.getSize() > 0) {
       p << '[';
       p.printOperands(operands.slice(next, list.getSize()));
       next += list.getSize();
@@ -142,9 +144,15 @@ ParseResult CallOp::parse(OpAsmParser &parser, OperationState &result) {
   result.addAttribute(getOverloadAttrName(result.name), overload);
   result.addAttribute(getArgsAttrName(result.name), b.getArrayAttr(args));
   FunctionType type;
+  llvm::SMLoc attrLoc = parser.getCurrentLocation();
+  if (parser.parseOptionalAttrDict(result.attributes))
+    return failure();
+  if (failed(verifyInherentAttrs(result.name, result.attributes, [&]() {
+        return parser.emitError(attrLoc);
+      })))
+    return failure();
   llvm::SMLoc typeLoc = parser.getCurrentLocation();
-  if (parser.parseOptionalAttrDict(result.attributes) ||
-      parser.parseColonType(type))
+  if (parser.parseColonType(type))
     return failure();
   result.addTypes(type.getResults());
   return parser.resolveOperands(operands, type.getInputs(), typeLoc,

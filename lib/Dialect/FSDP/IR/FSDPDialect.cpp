@@ -18,6 +18,15 @@ using namespace fsdp;
 #define GET_ATTRDEF_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPAttrs.cpp.inc"
 
+LogicalResult
+FutureType::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
+                   RankedTensorType tensorType) {
+  if (!tensorType.hasStaticShape())
+    return emitError() << "future must hold a statically shaped tensor, found "
+                       << tensorType;
+  return success();
+}
+
 void FSDPDialect::initialize() {
   addTypes<
 #define GET_TYPEDEF_LIST
@@ -179,12 +188,17 @@ static LogicalResult verifyShardedTransfer(Operation *op, Type shardType,
   if (shard.getElementType() != full.getElementType())
     return op->emitOpError("element types differ: ")
            << shard.getElementType() << " and " << full.getElementType();
+  if (full.getElementType() != flat.getElementType())
+    return op->emitOpError("element type ")
+           << full.getElementType() << " differs from @" << flat.getSymName()
+           << "'s " << flat.getElementType();
   int64_t padded = flat.getPaddedNumel(), groupSize = flat.getShardGroupSize();
-  if (full.getRank() != 1 || full.getNumElements() != padded)
-    return op->emitOpError("full buffer must be tensor<")
-           << flat.getPaddedNumel() << "x" << full.getElementType()
-           << ">, the padded size of @" << flat.getSymName() << ", found "
-           << fullType;
+  if (shard.getRank() != 1 || full.getRank() != 1 ||
+      full.getNumElements() != padded)
+    return op->emitOpError("full buffer must be ")
+           << RankedTensorType::get({padded}, flat.getElementType())
+           << ", the padded size of @" << flat.getSymName() << ", and the "
+           << shardRole << " 1-D; found " << fullType << " and " << shardType;
   if (shard.getNumElements() * groupSize != full.getNumElements())
     return op->emitOpError()
            << shardRole << " of " << shard.getNumElements()
@@ -261,7 +275,8 @@ LogicalResult ViewOp::verify() {
            << result.getElementType() << " differs from the buffer's "
            << buffer.getElementType();
   int64_t offset = getOffset();
-  if (offset < 0 || offset + result.getNumElements() > buffer.getNumElements())
+  if (offset < 0 || result.getNumElements() > buffer.getNumElements() ||
+      offset > buffer.getNumElements() - result.getNumElements())
     return emitOpError("view of ")
            << result.getNumElements() << " elements at offset " << offset
            << " does not fit in a buffer of " << buffer.getNumElements();

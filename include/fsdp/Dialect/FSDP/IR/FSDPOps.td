@@ -28,6 +28,11 @@ def FSDP_Dialect : Dialect {
 class FSDP_Op<string mnemonic, list<Trait> traits = []>
     : Op<FSDP_Dialect, mnemonic, traits>;
 
+// Flat buffers and their shards.
+def FSDP_FlatTensor : TypeConstraint<
+    And<[IsTensorTypePred, HasAnyRankOfPred<[1]>, HasStaticShapePred]>,
+    "statically shaped 1-D tensor">;
+
 //===----------------------------------------------------------------------===//
 // Enums and types
 //===----------------------------------------------------------------------===//
@@ -61,6 +66,7 @@ def FSDP_FutureType : TypeDef<FSDP_Dialect, "Future"> {
   }];
   let parameters = (ins "::mlir::RankedTensorType":$tensorType);
   let assemblyFormat = "`<` $tensorType `>`";
+  let genVerifyDecl = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -176,7 +182,7 @@ def FSDP_AllGatherStartOp : FSDP_Op<"all_gather.start",
     %f = fsdp.all_gather.start %shard for @unit0 group shard : tensor<133xf32> -> !fsdp.future<tensor<532xf32>>
     ```
   }];
-  let arguments = (ins 1DTensorOf<[AnyType]>:$shard, FlatSymbolRefAttr:$unit,
+  let arguments = (ins FSDP_FlatTensor:$shard, FlatSymbolRefAttr:$unit,
                        FSDP_CommGroupAttr:$group);
   let results = (outs FSDP_FutureType:$future);
   let assemblyFormat = [{
@@ -196,7 +202,7 @@ def FSDP_ReduceScatterStartOp : FSDP_Op<"reduce_scatter.start",
     %g = fsdp.reduce_scatter.start %grad for @unit0 group shard reduce mean : tensor<532xf32> -> !fsdp.future<tensor<133xf32>>
     ```
   }];
-  let arguments = (ins 1DTensorOf<[AnyType]>:$input, FlatSymbolRefAttr:$unit,
+  let arguments = (ins FSDP_FlatTensor:$input, FlatSymbolRefAttr:$unit,
                        FSDP_CommGroupAttr:$group, FSDP_ReduceOpAttr:$reduce);
   let results = (outs FSDP_FutureType:$future);
   let assemblyFormat = [{
@@ -261,7 +267,7 @@ def FSDP_ViewOp : FSDP_Op<"view", [Pure]> {
     %w = fsdp.view %full[512] : tensor<532xf32> to tensor<16xf32>
     ```
   }];
-  let arguments = (ins 1DTensorOf<[AnyType]>:$buffer, I64Attr:$offset);
+  let arguments = (ins FSDP_FlatTensor:$buffer, I64Attr:$offset);
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = [{
     $buffer `[` $offset `]` attr-dict `:` type($buffer) `to` type($result)
