@@ -66,7 +66,7 @@ def main():
     print(f"{'layers':>6} {'params (M)':>10} {'file (MB)':>9} {'ATen ops':>9} {'seconds':>8} {'ms/1000 ops':>12}")
     for layers, params, size, ops, secs in rows:
         print(f"{layers:>6} {params / 1e6:>10.1f} {size / 1e6:>9.0f} {ops:>9} {secs:>8.2f} "
-              f"{1000 * secs / max(ops, 1) * 1000 / 1000:>12.1f}")
+              f"{secs * 1e6 / max(ops, 1):>12.1f}")
 
 
 if __name__ == "__main__":

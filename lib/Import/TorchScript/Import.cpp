@@ -594,6 +594,17 @@ void Importer::visitNode(jit::Node *node) {
       return;
     }
   }
+  if (kind == c10::aten::append && node->inputs().size() == 2) {
+    // List building (`[f(x) for x in xs]` in scripted code): the walk owns
+    // the list, so appending is appending to what it knows.
+    auto it = env.find(node->inputs()[0]);
+    if (it != env.end() && it->second.kind == AbsValue::Kind::Sequence &&
+        !it->second.isTuple) {
+      it->second.elements.push_back(lookup(node->inputs()[1]));
+      bind(node->output(), it->second);
+      return;
+    }
+  }
   if (kind == c10::aten::len && node->inputs().size() == 1) {
     AbsValue seq = lookup(node->input());
     if (seq.kind == AbsValue::Kind::Sequence) {
