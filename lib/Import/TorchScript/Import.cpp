@@ -191,6 +191,8 @@ private:
   // Canonical FQN of a tensor value read from a buffer or parameter, so that
   // an in-place update of it becomes a state update.
   llvm::DenseMap<Value, std::string> stateOf;
+  // The tensor each view (a result aliasing an input) is a view of.
+  llvm::DenseMap<Value, Value> viewBase;
   int64_t unrolledIterations = 0;
   // The last `fsdp.get`: state reads stay together at the top, in the order
   // the forward first uses them.
@@ -1141,6 +1143,29 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
     mutatedOperands.push_back(a.tensor);
   }
 
+  // Writing through an alias would change another tensor too: refuse what
+  // functional rebinding cannot express.
+  for (size_t k = 0; k < mutated.size(); ++k) {
+    Value target = mutatedOperands[k];
+    if (Value base = viewBase.lookup(target))
+      fail(loc, overload + " writes in place into a view of another tensor, "
+                           "which is not supported; write to a copy "
+                           "(.clone()) or use the out-of-place op");
+    for (auto &[view, base] : viewBase) {
+      if (base != target)
+        continue;
+      for (auto &entry : env) {
+        if (!entry.second.isTensor() || entry.second.tensor != view)
+          continue;
+        for (const jit::Use &use : entry.first->uses())
+          if (use.user->isAfter(node))
+            fail(loc, overload + " writes in place into a tensor whose view "
+                                 "is used later, which is not supported; "
+                                 "use the out-of-place op");
+      }
+    }
+  }
+
   auto call = aten::CallOp::create(builder, 
       loc, resultTypes, builder.getStringAttr(overload),
       builder.getArrayAttr(args), operands,
@@ -1148,9 +1173,28 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
                       : builder.getDenseI64ArrayAttr(mutated),
       listResult ? builder.getUnitAttr() : UnitAttr());
 
+  // Results that alias an input (views: `Tensor(a)` in the schema).
+  auto aliasedInput = [&](const c10::AliasInfo *info) -> Value {
+    if (!info || info->isWrite())
+      return Value();
+    for (size_t j = 0; j < schema.arguments().size(); ++j) {
+      const c10::AliasInfo *argInfo = schema.arguments()[j].alias_info();
+      if (argInfo && !argInfo->isWrite() &&
+          argInfo->beforeSets() == info->beforeSets() &&
+          lookup(node->inputs()[j]).isTensor())
+        return lookup(node->inputs()[j]).tensor;
+    }
+    return Value();
+  };
+
   unsigned next = 0;
   for (size_t i = 0; i < node->outputs().size(); ++i) {
     const std::vector<Type> &types = outputTypes[i];
+    if (!listResult && !types.empty() && i < schema.returns().size())
+      if (Value base = aliasedInput(schema.returns()[i].alias_info())) {
+        Value root = viewBase.lookup(base);
+        viewBase[call.getResult(next)] = root ? root : base;
+      }
     if (listResult) {
       std::vector<AbsValue> elements;
       for (size_t j = 0; j < types.size(); ++j)
