@@ -33,12 +33,14 @@ def spec(name, tensor):
     return f"{name}:{dims}{_DTYPES[tensor.dtype]}"
 
 
-def save(module, path, inputs, method="trace", targets=None):
+def save(module, path, inputs, method="trace", targets=None, store_specs=True):
     """Trace or script `module` in training mode and save it to `path`.
 
     `inputs` maps each forward argument's name to an example tensor, in the
     order of forward's signature. `targets` (optional) maps target names to
-    example tensors, recorded for the training-step compiler.
+    example tensors, recorded for the training-step compiler. With
+    store_specs=False the archive is plain TorchScript (fsdp-opt then needs
+    --input flags).
     """
     module.train()
     if method == "trace":
@@ -52,5 +54,6 @@ def save(module, path, inputs, method="trace", targets=None):
         "inputs": [spec(k, v) for k, v in inputs.items()],
         "targets": [spec(k, v) for k, v in (targets or {}).items()],
     }
-    torch.jit.save(scripted, path, _extra_files={META_FILE: json.dumps(meta)})
+    extra = {META_FILE: json.dumps(meta)} if store_specs else {}
+    torch.jit.save(scripted, path, _extra_files=extra)
     return scripted
