@@ -889,6 +889,36 @@ void Importer::visitOperator(jit::Node *node) {
            r.type()->isSubtypeOf(*c10::ListType::ofTensors());
   });
   Location loc = locationOf(node);
+  // Factories that read only the type of their tensor input (new_zeros,
+  // zeros_like, ...) make a constant: masks built from them stay constants.
+  static const llvm::StringSet<> typeOnlyFactories = {
+      "aten::new_zeros", "aten::new_ones", "aten::new_full",
+      "aten::zeros_like", "aten::ones_like", "aten::full_like"};
+  if (anyTensor && typeOnlyFactories.contains(schema.name())) {
+    jit::Stack stack;
+    bool constantArgs = true;
+    for (size_t i = 0; i < node->inputs().size(); ++i) {
+      AbsValue &a = lookup(node->inputs()[i]);
+      if (i == 0 && a.isTensor()) {
+        auto type = cast<RankedTensorType>(a.tensor.getType());
+        stack.push_back(at::zeros(
+            type.getShape().vec(),
+            at::TensorOptions().dtype(scalarType(type.getElementType(), loc))));
+      } else if (a.isFullyConstant()) {
+        stack.push_back(toIValue(a, node->inputs()[i]->type(), false, loc));
+      } else {
+        constantArgs = false;
+        break;
+      }
+    }
+    if (constantArgs) {
+      node->getOperation()(stack);
+      if (stack[0].isTensor() && stack[0].toTensor().numel() <= (1 << 16)) {
+        bind(node->output(), fromIValue(stack[0]));
+        return;
+      }
+    }
+  }
   if (!anyTensor) {
     // All inputs are compile-time constants: the JIT computes the result,
     // unless it is random or too large to keep as a constant.
@@ -1059,6 +1089,30 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
           fail(loc, what + " holds a value that is not a tensor");
       }
       args.push_back(aten::TensorListArgAttr::get(context, a.elements.size()));
+    } else if (a.kind == AbsValue::Kind::Sequence &&
+               input->type()->isSubtypeOf(*c10::ListType::create(
+                   c10::OptionalType::create(c10::TensorType::get())))) {
+      // Tensor?[] (the indices of aten::index): operands and None in place.
+      SmallVector<Attribute> elements;
+      for (const AbsValue &e : a.elements) {
+        if (e.isTensor()) {
+          operands.push_back(e.tensor);
+          elements.push_back(aten::TensorArgAttr::get(context));
+        } else if (e.isConstant() && e.constant.isTensor()) {
+          operands.push_back(materialize(e.constant.toTensor(), loc));
+          elements.push_back(aten::TensorArgAttr::get(context));
+        } else if (e.isConstant() && e.constant.isNone()) {
+          elements.push_back(aten::NoneAttr::get(context));
+        } else {
+          fail(loc, what + " holds a value that is neither a tensor nor None");
+        }
+      }
+      // Without a None it is written (and read back) as a plain tensor list.
+      if (!elements.empty() &&
+          llvm::all_of(elements, llvm::IsaPred<aten::TensorArgAttr>))
+        args.push_back(aten::TensorListArgAttr::get(context, elements.size()));
+      else
+        args.push_back(builder.getArrayAttr(elements));
     } else if (a.isFullyConstant()) {
       c10::IValue value = toIValue(a, input->type(), /*meta=*/false, loc);
       if (value.isTensorList() ||
@@ -1143,26 +1197,28 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
     mutatedOperands.push_back(a.tensor);
   }
 
-  // Writing through an alias would change another tensor too: refuse what
-  // functional rebinding cannot express.
+  // Writing through an alias changes the other tensors of its alias class
+  // (the base and its views) too; the functional rebinding below is exact
+  // only if none of them is read afterwards.
   for (size_t k = 0; k < mutated.size(); ++k) {
     Value target = mutatedOperands[k];
-    if (Value base = viewBase.lookup(target))
-      fail(loc, overload + " writes in place into a view of another tensor, "
-                           "which is not supported; write to a copy "
-                           "(.clone()) or use the out-of-place op");
-    for (auto &[view, base] : viewBase) {
-      if (base != target)
+    Value root = viewBase.lookup(target);
+    if (!root)
+      root = target;
+    auto aliases = [&](Value v) {
+      if (v == target)
+        return false;
+      return v == root || viewBase.lookup(v) == root;
+    };
+    for (auto &entry : env) {
+      if (!entry.second.isTensor() || !aliases(entry.second.tensor))
         continue;
-      for (auto &entry : env) {
-        if (!entry.second.isTensor() || entry.second.tensor != view)
-          continue;
-        for (const jit::Use &use : entry.first->uses())
-          if (use.user->isAfter(node))
-            fail(loc, overload + " writes in place into a tensor whose view "
-                                 "is used later, which is not supported; "
-                                 "use the out-of-place op");
-      }
+      for (const jit::Use &use : entry.first->uses())
+        if (use.user->isAfter(node))
+          fail(loc, overload + " writes in place into a tensor that shares "
+                               "memory with another one read later (a view "
+                               "or its base), which is not supported; use "
+                               "the out-of-place op or .clone()");
     }
   }
 

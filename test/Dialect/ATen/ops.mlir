@@ -141,3 +141,13 @@ func.func @special_arguments(%x: tensor<2x2xf32>, %m: tensor<2x2xi1>) -> tensor<
   %1 = aten.call "aten::cat"(#aten.tensor_list<0>, 0) : () -> tensor<0xf32>
   return %0 : tensor<2x2xf32>
 }
+
+// A Tensor?[] mixes operands and None (the indices of aten::index).
+// CHECK-LABEL: func.func @optional_tensor_list
+// CHECK:      aten.call "aten::index.Tensor"(%{{.*}}, [none, %{{.*}}]) : (tensor<4x8xf32>, tensor<3xi64>) -> tensor<4x3xf32>
+// GENERIC-LABEL: sym_name = "optional_tensor_list"
+// GENERIC:    args = [#aten.tensor, [#aten.none, #aten.tensor]]
+func.func @optional_tensor_list(%x: tensor<4x8xf32>, %i: tensor<3xi64>) -> tensor<4x3xf32> {
+  %0 = aten.call "aten::index.Tensor"(%x, [none, %i]) : (tensor<4x8xf32>, tensor<3xi64>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}

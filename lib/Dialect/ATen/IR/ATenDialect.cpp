@@ -45,6 +45,26 @@ static bool isDefaultTyped(Attribute attr) {
   return false;
 }
 
+/// True if a list argument holds operands or None (a Tensor?[]).
+static bool hasPlaceholders(ArrayAttr array) {
+  return llvm::any_of(array, [](Attribute a) {
+    return isa<TensorArgAttr, NoneAttr>(a);
+  });
+}
+
+/// How many operands one schema argument takes.
+static int64_t numOperandsOf(Attribute arg) {
+  if (isa<TensorArgAttr>(arg))
+    return 1;
+  if (auto list = dyn_cast<TensorListArgAttr>(arg))
+    return list.getSize();
+  if (auto array = dyn_cast<ArrayAttr>(arg))
+    return llvm::count_if(array, [](Attribute a) {
+      return isa<TensorArgAttr>(a);
+    });
+  return 0;
+}
+
 // Arguments print in place: `%v` for a tensor, `[%a, %b]` for a Tensor[],
 // `none` for None, the attribute itself for anything else.
 void CallOp::print(OpAsmPrinter &p) {
@@ -64,6 +84,19 @@ void CallOp::print(OpAsmPrinter &p) {
       p << ']';
     } else if (isa<NoneAttr>(arg)) {
       p << "none";
+    } else if (auto array = dyn_cast<ArrayAttr>(arg);
+               array && hasPlaceholders(array)) {
+      // A Tensor?[]: operands and `none` in place.
+      p << '[';
+      llvm::interleaveComma(array, p, [&](Attribute element) {
+        if (isa<TensorArgAttr>(element))
+          p.printOperand(operands[next++]);
+        else if (isa<NoneAttr>(element))
+          p << "none";
+        else
+          p.printAttribute(element);
+      });
+      p << ']';
     } else if (isDefaultTyped(arg)) {
       p.printAttributeWithoutType(arg);
     } else {
@@ -99,36 +132,37 @@ ParseResult CallOp::parse(OpAsmParser &parser, OperationState &result) {
       return success();
     }
     if (succeeded(parser.parseOptionalLSquare())) {
-      // Either a Tensor[] of operands or a list attribute.
-      OptionalParseResult first = parser.parseOptionalOperand(operand);
-      if (first.has_value()) {
-        if (failed(*first))
-          return failure();
-        int64_t size = 1;
-        operands.push_back(operand);
-        while (succeeded(parser.parseOptionalComma())) {
-          if (parser.parseOperand(operand))
-            return failure();
-          operands.push_back(operand);
-          ++size;
-        }
-        if (parser.parseRSquare())
-          return failure();
-        args.push_back(TensorListArgAttr::get(b.getContext(), size));
-        return success();
-      }
+      // A Tensor[] of operands, a Tensor?[] mixing operands and `none`, or a
+      // list attribute.
       SmallVector<Attribute> elements;
+      int64_t numOperands = 0;
       if (failed(parser.parseOptionalRSquare())) {
         do {
-          Attribute element;
-          if (parser.parseAttribute(element))
+          OptionalParseResult element = parser.parseOptionalOperand(operand);
+          if (element.has_value()) {
+            if (failed(*element))
+              return failure();
+            operands.push_back(operand);
+            elements.push_back(TensorArgAttr::get(b.getContext()));
+            ++numOperands;
+            continue;
+          }
+          if (succeeded(parser.parseOptionalKeyword("none"))) {
+            elements.push_back(NoneAttr::get(b.getContext()));
+            continue;
+          }
+          Attribute attr;
+          if (parser.parseAttribute(attr))
             return failure();
-          elements.push_back(element);
+          elements.push_back(attr);
         } while (succeeded(parser.parseOptionalComma()));
         if (parser.parseRSquare())
           return failure();
       }
-      args.push_back(b.getArrayAttr(elements));
+      if (numOperands > 0 && numOperands == static_cast<int64_t>(elements.size()))
+        args.push_back(TensorListArgAttr::get(b.getContext(), numOperands));
+      else
+        args.push_back(b.getArrayAttr(elements));
       return success();
     }
     Attribute attr;
@@ -170,13 +204,9 @@ LogicalResult CallOp::verify() {
            << overload << "\"";
   int64_t consumed = 0;
   for (Attribute arg : getArgs()) {
-    if (isa<TensorArgAttr>(arg))
-      consumed += 1;
-    else if (auto list = dyn_cast<TensorListArgAttr>(arg)) {
-      if (list.getSize() < 0)
-        return emitOpError("has a tensor list of negative size");
-      consumed += list.getSize();
-    }
+    if (auto list = dyn_cast<TensorListArgAttr>(arg); list && list.getSize() < 0)
+      return emitOpError("has a tensor list of negative size");
+    consumed += numOperandsOf(arg);
   }
   if (consumed != static_cast<int64_t>(getNumOperands()))
     return emitOpError("arguments name ")
@@ -195,8 +225,7 @@ LogicalResult CallOp::verify() {
         operandOfArg.push_back(index++);
       else {
         operandOfArg.push_back(-1);
-        if (auto list = dyn_cast<TensorListArgAttr>(arg))
-          index += list.getSize();
+        index += numOperandsOf(arg);
       }
     }
     unsigned firstMutated = getNumSchemaResults();
