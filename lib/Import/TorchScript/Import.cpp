@@ -639,6 +639,10 @@ void Importer::visitNode(jit::Node *node) {
     bind(node->output(), value);
     return;
   }
+  if (kind == c10::aten::warn || kind == c10::prim::Print) {
+    // Messages for the user while tracing or scripting; no part of the step.
+    return;
+  }
   if (kind == c10::prim::RaiseException) {
     std::string message = "the model raises an exception here";
     AbsValue msg = lookup(node->inputs()[0]);
@@ -1289,6 +1293,8 @@ void Importer::flattenOutputs(const AbsValue &abs, Location loc,
     out.push_back(abs.tensor);
   } else if (abs.isConstant() && abs.constant.isTensor()) {
     out.push_back(materialize(abs.constant.toTensor(), loc));
+  } else if (abs.isConstant() && abs.constant.isNone()) {
+    // An absent optional output (GoogLeNet's aux logits in training).
   } else if (abs.kind == AbsValue::Kind::Sequence) {
     for (const AbsValue &e : abs.elements)
       flattenOutputs(e, loc, out);
