@@ -8,12 +8,14 @@
 
 #include "fsdp/Import/TorchScript/Import.h"
 #include "fsdp/InitAll.h"
+#include "fsdp/Target/Plan/PlanEmitter.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -35,12 +37,21 @@ static llvm::cl::list<std::string> inputSpecs(
                    "repeatable; overrides specs stored in the .pt"),
     llvm::cl::value_desc("NAME:DIMSxDTYPE"), llvm::cl::cat(importCategory));
 
-/// Imports a TorchScript file, runs the pipeline, writes the result. Any
-/// error leaves no output file behind.
+enum class EmitKind { MLIR, Plan };
+static llvm::cl::opt<EmitKind> emitKind(
+    "emit", llvm::cl::desc("What to write"), llvm::cl::init(EmitKind::MLIR),
+    llvm::cl::values(
+        clEnumValN(EmitKind::MLIR, "mlir", "the IR after the pipeline"),
+        clEnumValN(EmitKind::Plan, "plan",
+                   "the plan file fsdp-run executes (docs/plan-format.md)")));
+
+/// Imports a TorchScript file (or parses MLIR), runs the pipeline, writes the
+/// result. Any error leaves no output file behind.
 static LogicalResult runOnTorchScript(const std::string &inputFilename,
                                       const std::string &outputFilename,
                                       DialectRegistry &registry,
-                                      const MlirOptMainConfig &config) {
+                                      const MlirOptMainConfig &config,
+                                      bool isTorchScript) {
   DefaultTimingManager timingManager;
   applyDefaultTimingManagerCLOptions(timingManager);
   TimingScope timing = timingManager.getRootScope();
@@ -62,7 +73,9 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
   TimingScope importTiming = timing.nest("Import TorchScript");
   options.timing = &importTiming;
   OwningOpRef<ModuleOp> module =
-      fsdp::importTorchScript(inputFilename, options, &context);
+      isTorchScript ? fsdp::importTorchScript(inputFilename, options, &context)
+                    : parseSourceFile<ModuleOp>(inputFilename, sourceMgr,
+                                                ParserConfig(&context));
   importTiming.stop();
   if (!module)
     return failure();
@@ -81,7 +94,13 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
     return failure();
   }
   TimingScope outputTiming = timing.nest("Output");
-  if (config.shouldEmitBytecode()) {
+  if (emitKind == EmitKind::Plan) {
+    // The whole training step when there is one, else the forward.
+    llvm::StringRef entry =
+        module->lookupSymbol("train_step") ? "train_step" : "forward";
+    if (failed(fsdp::emitPlan(*module, entry, output->os())))
+      return failure();
+  } else if (config.shouldEmitBytecode()) {
     if (failed(writeBytecodeToFile(*module, output->os())))
       return failure();
   } else {
@@ -111,7 +130,7 @@ int main(int argc, char **argv) {
     switch (fsdp::classifyInputFile(inputFilename)) {
     case fsdp::InputFileKind::TorchScript:
       return failed(runOnTorchScript(inputFilename, outputFilename, registry,
-                                     config));
+                                     config, /*isTorchScript=*/true));
     case fsdp::InputFileKind::OtherZip:
       llvm::errs() << "error: '" << inputFilename
                    << "' is a zip archive but not TorchScript (it has no "
@@ -140,6 +159,10 @@ int main(int argc, char **argv) {
                  << inputFilename << "' is not a TorchScript archive\n";
     return 1;
   }
+
+  if (emitKind == EmitKind::Plan)
+    return failed(runOnTorchScript(inputFilename, outputFilename, registry,
+                                   config, /*isTorchScript=*/false));
 
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> file =

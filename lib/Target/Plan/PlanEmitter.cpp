@@ -1,0 +1,287 @@
+//===- PlanEmitter.cpp - the plan file, compiler side ----------------------===//
+
+#include "fsdp/Target/Plan/PlanEmitter.h"
+
+#include "fsdp/Dialect/ATen/IR/ATenDialect.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/JSON.h"
+
+using namespace mlir;
+using namespace fsdp;
+namespace json = llvm::json;
+
+std::string fsdp::dtypeName(Type type) {
+  if (type.isF32())
+    return "f32";
+  if (type.isF64())
+    return "f64";
+  if (type.isF16())
+    return "f16";
+  if (type.isBF16())
+    return "bf16";
+  if (type.isUnsignedInteger(8))
+    return "ui8";
+  for (unsigned width : {1u, 8u, 16u, 32u, 64u})
+    if (type.isSignlessInteger(width))
+      return "i" + std::to_string(width);
+  return "";
+}
+
+namespace {
+
+class PlanWriter {
+public:
+  LogicalResult run(ModuleOp module, func::FuncOp func, raw_ostream &os);
+
+private:
+  int64_t slot(Value value) {
+    auto [it, inserted] = slots.try_emplace(value, slots.size());
+    return it->second;
+  }
+  FailureOr<json::Value> typeJson(Operation *op, Type type);
+  FailureOr<json::Value> argJson(aten::CallOp op, Attribute arg,
+                                 ValueRange operands, unsigned &next);
+
+  llvm::DenseMap<Value, int64_t> slots;
+};
+
+} // namespace
+
+FailureOr<json::Value> PlanWriter::typeJson(Operation *op, Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return op->emitOpError("has a value of type ")
+           << type << ", which a plan cannot hold";
+  std::string dtype = dtypeName(tensor.getElementType());
+  if (dtype.empty())
+    return op->emitOpError("has element type ")
+           << tensor.getElementType() << ", which a plan cannot hold";
+  json::Array shape;
+  for (int64_t d : tensor.getShape())
+    shape.push_back(d);
+  return json::Value(json::Object{{"shape", std::move(shape)}, {"dtype", dtype}});
+}
+
+/// One schema argument (docs/plan-format.md, "Arguments").
+FailureOr<json::Value> PlanWriter::argJson(aten::CallOp op, Attribute arg,
+                                           ValueRange operands,
+                                           unsigned &next) {
+  if (isa<aten::TensorArgAttr>(arg))
+    return json::Value(json::Object{{"t", slot(operands[next++])}});
+  if (auto list = dyn_cast<aten::TensorListArgAttr>(arg)) {
+    json::Array slotsJson;
+    for (int64_t i = 0; i < list.getSize(); ++i)
+      slotsJson.push_back(slot(operands[next++]));
+    return json::Value(json::Object{{"tl", std::move(slotsJson)}});
+  }
+  if (isa<aten::NoneAttr>(arg))
+    return json::Value(json::Object{{"none", true}});
+  if (auto b = dyn_cast<BoolAttr>(arg))
+    return json::Value(json::Object{{"b", b.getValue()}});
+  if (auto i = dyn_cast<IntegerAttr>(arg))
+    return json::Value(json::Object{{"i", i.getValue().getSExtValue()}});
+  if (auto f = dyn_cast<FloatAttr>(arg)) {
+    double v = f.getValueAsDouble();
+    if (std::isnan(v))
+      return json::Value(json::Object{{"f", "nan"}});
+    if (std::isinf(v))
+      return json::Value(json::Object{{"f", v > 0 ? "inf" : "-inf"}});
+    return json::Value(json::Object{{"f", v}});
+  }
+  if (auto s = dyn_cast<StringAttr>(arg))
+    return json::Value(json::Object{{"s", s.getValue()}});
+  if (auto t = dyn_cast<TypeAttr>(arg)) {
+    std::string dtype = dtypeName(t.getValue());
+    if (dtype.empty())
+      return op.emitOpError("has dtype argument ")
+             << t.getValue() << ", which a plan cannot hold";
+    return json::Value(json::Object{{"dtype", dtype}});
+  }
+  if (auto array = dyn_cast<ArrayAttr>(arg)) {
+    // A Tensor?[] holds slots and None; other lists hold scalars.
+    bool optionalTensors = llvm::any_of(array, [](Attribute a) {
+      return isa<aten::TensorArgAttr>(a);
+    });
+    json::Array elements;
+    for (Attribute element : array) {
+      if (optionalTensors) {
+        if (isa<aten::TensorArgAttr>(element))
+          elements.push_back(slot(operands[next++]));
+        else
+          elements.push_back(nullptr);
+        continue;
+      }
+      FailureOr<json::Value> e = argJson(op, element, operands, next);
+      if (failed(e))
+        return failure();
+      elements.push_back(std::move(*e));
+    }
+    return json::Value(
+        json::Object{{optionalTensors ? "otl" : "l", std::move(elements)}});
+  }
+  return op.emitOpError("has argument ") << arg << ", which a plan cannot hold";
+}
+
+LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
+                              raw_ostream &os) {
+  json::Array state;
+  for (Operation &op : module.getBody()->getOperations()) {
+    auto describe = [&](auto symbol, StringRef kind) -> LogicalResult {
+      FailureOr<json::Value> type = typeJson(symbol, symbol.getType());
+      if (failed(type))
+        return failure();
+      json::Object entry = std::move(*type->getAsObject());
+      entry["name"] = symbol.getSymName();
+      entry["kind"] = kind;
+      entry["module"] = symbol.getModulePath();
+      entry["class"] = symbol.getModuleClass();
+      json::Array aliases;
+      if (auto a = symbol.getAliases())
+        for (Attribute alias : *a)
+          aliases.push_back(cast<StringAttr>(alias).getValue());
+      entry["aliases"] = std::move(aliases);
+      state.push_back(std::move(entry));
+      return success();
+    };
+    if (auto param = dyn_cast<ParamOp>(op)) {
+      if (failed(describe(param, "param")))
+        return failure();
+    } else if (auto buffer = dyn_cast<BufferOp>(op)) {
+      if (failed(describe(buffer, "buffer")))
+        return failure();
+    }
+  }
+
+  if (!func.getBody().hasOneBlock())
+    return func.emitOpError("must be a single block to become a plan");
+  Block &body = func.getBody().front();
+  json::Array inputs;
+  for (BlockArgument arg : body.getArguments()) {
+    FailureOr<json::Value> type = typeJson(func, arg.getType());
+    if (failed(type))
+      return failure();
+    json::Object entry = std::move(*type->getAsObject());
+    auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "fsdp.name");
+    entry["name"] = name ? name.getValue().str()
+                         : "arg" + std::to_string(arg.getArgNumber());
+    entry["slot"] = slot(arg);
+    inputs.push_back(std::move(entry));
+  }
+
+  // Each slot is released after the instruction that uses it last.
+  llvm::DenseMap<Value, Operation *> lastUse;
+  for (Operation &op : body)
+    for (Value operand : op.getOperands())
+      lastUse[operand] = &op;
+
+  json::Array instructions;
+  json::Array outputs;
+  for (Operation &op : body) {
+    json::Object inst;
+    if (auto get = dyn_cast<GetOp>(op)) {
+      inst["kind"] = "get";
+      inst["state"] = get.getName();
+      inst["result"] = slot(get.getResult());
+    } else if (auto update = dyn_cast<UpdateOp>(op)) {
+      inst["kind"] = "update";
+      inst["state"] = update.getName();
+      inst["value"] = slot(update.getValue());
+    } else if (auto constant = dyn_cast<aten::ConstantOp>(op)) {
+      auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+      FailureOr<json::Value> type = typeJson(&op, constant.getType());
+      if (!dense || failed(type))
+        return op.emitOpError("needs a dense value to become a plan constant");
+      inst = std::move(*type->getAsObject());
+      inst["kind"] = "constant";
+      // Raw little-endian bytes, one element after another (booleans one
+      // byte each), so that every value, -inf included, is exact.
+      std::string bytes;
+      auto tensorType = cast<RankedTensorType>(constant.getType());
+      if (tensorType.getElementType().isInteger(1)) {
+        for (bool b : dense.getValues<bool>())
+          bytes.push_back(b ? 1 : 0);
+      } else if (dense.isSplat()) {
+        ArrayRef<char> one = dense.getRawData();
+        for (int64_t i = 0; i < tensorType.getNumElements(); ++i)
+          bytes.append(one.begin(), one.end());
+      } else {
+        bytes.assign(dense.getRawData().begin(), dense.getRawData().end());
+      }
+      inst["hex"] = llvm::toHex(bytes, /*LowerCase=*/true);
+      inst["result"] = slot(constant.getResult());
+    } else if (auto call = dyn_cast<aten::CallOp>(op)) {
+      inst["kind"] = "call";
+      inst["op"] = call.getOverload();
+      json::Array args;
+      unsigned next = 0;
+      for (Attribute arg : call.getArgs()) {
+        FailureOr<json::Value> a = argJson(call, arg, call.getOperands(), next);
+        if (failed(a))
+          return failure();
+        args.push_back(std::move(*a));
+      }
+      inst["args"] = std::move(args);
+      json::Array results;
+      for (Value result : call.getResults()) {
+        if (failed(typeJson(call, result.getType())))
+          return failure();
+        results.push_back(slot(result));
+      }
+      inst["results"] = std::move(results);
+      inst["num_schema_results"] = int64_t(call.getNumSchemaResults());
+      json::Array mutates;
+      if (auto m = call.getMutates())
+        for (int64_t arg : *m)
+          mutates.push_back(arg);
+      inst["mutates"] = std::move(mutates);
+      inst["list_result"] = call.getListResult();
+    } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (Value v : ret.getOperands())
+        outputs.push_back(slot(v));
+      continue;
+    } else {
+      return op.emitOpError("cannot be emitted into a plan yet");
+    }
+    json::Array free;
+    llvm::SmallPtrSet<Value, 4> seen;
+    for (Value operand : op.getOperands())
+      if (lastUse.lookup(operand) == &op && seen.insert(operand).second &&
+          !llvm::is_contained(func.getBody().front().getTerminator()->getOperands(),
+                              operand))
+        free.push_back(slot(operand));
+    // Results nobody reads are released at once.
+    for (Value result : op.getResults())
+      if (result.use_empty())
+        free.push_back(slot(result));
+    inst["free"] = std::move(free);
+    instructions.push_back(std::move(inst));
+  }
+
+  // One entry per line: a person can read and diff a plan.
+  auto lines = [&](StringRef key, json::Array &items, bool last) {
+    os << "  \"" << key << "\": [";
+    for (size_t i = 0; i < items.size(); ++i)
+      os << (i ? ",\n    " : "\n    ") << items[i];
+    os << (items.empty() ? "]" : "\n  ]") << (last ? "\n" : ",\n");
+  };
+  os << "{\n  \"format\": \"fsdp-plan\",\n  \"version\": " << kPlanFormatVersion
+     << ",\n  \"function\": " << json::Value(func.getSymName())
+     << ",\n  \"num_slots\": " << slots.size() << ",\n";
+  lines("state", state, false);
+  lines("inputs", inputs, false);
+  os << "  \"outputs\": " << json::Value(std::move(outputs)) << ",\n";
+  lines("instructions", instructions, true);
+  os << "}\n";
+  return success();
+}
+
+LogicalResult fsdp::emitPlan(ModuleOp module, StringRef entry,
+                             raw_ostream &os) {
+  auto func = module.lookupSymbol<func::FuncOp>(entry);
+  if (!func)
+    return module.emitError("no function @") << entry << " to emit as a plan";
+  return PlanWriter().run(module, func, os);
+}
