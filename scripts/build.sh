@@ -10,4 +10,4 @@ if [ ! -f build/build.ninja ]; then
     -DLLVM_EXTERNAL_LIT="$LLVM_BIN/lit" \
     ${CMAKE_PREFIX_PATH:+-DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH"}
 fi
-ninja -C build -j "${JOBS:-$(nproc)}" fsdp-opt
+ninja -C build -j "${JOBS:-$(nproc)}" fsdp-opt fsdp-run

@@ -22,3 +22,12 @@ done
 echo
 echo "== demo/gpt-script.mlir (first lines) =="
 head -n 40 demo/gpt-script.mlir
+
+echo
+echo "== fsdp-run: the GPT fixture's plan, 3 steps on one rank =="
+$PY test/fixtures/forward_parity.py make gpt demo/gpt.pt demo/gpt-batches.pt --steps 3 2>/dev/null
+build/bin/fsdp-opt demo/gpt.pt --emit plan -o demo/gpt.plan
+build/bin/fsdp-run demo/gpt.plan --model demo/gpt.pt --data demo/gpt-batches.pt \
+  --metrics demo/gpt-metrics.jsonl --save demo/gpt-final.pt --outputs demo/gpt-outputs.pt
+$PY test/fixtures/forward_parity.py check gpt demo/gpt.pt demo/gpt-batches.pt \
+  demo/gpt-outputs.pt demo/gpt-final.pt --steps 3

@@ -1,0 +1,64 @@
+//===- Executor.h - runs a plan on one rank ---------------------*- C++ -*-===//
+#ifndef FSDP_RUNTIME_EXECUTOR_H
+#define FSDP_RUNTIME_EXECUTOR_H
+
+#include "fsdp/runtime/Plan.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+
+#include <map>
+#include <optional>
+#include <unordered_map>
+
+namespace fsdp::runtime {
+
+/// The parameters and buffers of the model, by canonical FQN.
+using State = std::map<std::string, at::Tensor>;
+
+/// Reads a plan's parameters and buffers from a TorchScript archive, checking
+/// that each exists with the plan's shape and dtype.
+State loadState(const Plan &plan, const std::string &modelPath);
+
+/// Writes `state` (every FQN, aliases of tied weights too) as a file that
+/// Python's torch.load reads into a dict FQN -> tensor; nothing is left behind
+/// on failure.
+void saveState(const Plan &plan, const State &state, const std::string &path);
+
+/// Executes a plan step by step. Operator handles are resolved once, when the
+/// executor is built; each slot is released after its last use.
+class Executor {
+public:
+  explicit Executor(const Plan &plan);
+
+  /// Runs one step on `inputs` (in plan order), updating `state`; returns the
+  /// plan's outputs.
+  std::vector<at::Tensor> run(const std::vector<at::Tensor> &inputs,
+                              State &state);
+
+  /// Peak bytes of live tensors (slots and state) during the last run.
+  int64_t peakBytes() const { return peak; }
+
+private:
+  struct Call {
+    std::optional<c10::OperatorHandle> op;
+    // Per schema argument: a prebuilt constant, or how to fetch tensors.
+    std::vector<c10::IValue> constants;
+    std::vector<int> argKind; // 0 constant, 1 tensor, 2 Tensor[], 3 Tensor?[]
+    std::vector<std::vector<int64_t>> argSlots; // -1: None in a Tensor?[]
+  };
+
+  void set(int64_t slot, at::Tensor t);
+  void release(int64_t slot);
+
+  const Plan &plan;
+  std::vector<Call> calls;        // by instruction index (Call ones)
+  std::vector<at::Tensor> constants; // by instruction index (Constant ones)
+  std::vector<at::Tensor> slots;
+  std::unordered_map<const void *, std::pair<int64_t, int64_t>> storages;
+  int64_t live = 0, peak = 0;
+};
+
+} // namespace fsdp::runtime
+
+#endif // FSDP_RUNTIME_EXECUTOR_H

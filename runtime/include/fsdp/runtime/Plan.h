@@ -1,0 +1,81 @@
+//===- Plan.h - a plan as the runtime reads it ------------------*- C++ -*-===//
+//
+// docs/plan-format.md describes the file. The runtime reads only this.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_PLAN_H
+#define FSDP_RUNTIME_PLAN_H
+
+#include <c10/core/ScalarType.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fsdp::runtime {
+
+/// The plan format version this runtime reads.
+constexpr int64_t kPlanFormatVersion = 1;
+
+/// A user-facing error: the message says what is wrong and where.
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct TensorSpec {
+  std::vector<int64_t> shape;
+  c10::ScalarType dtype;
+  std::string str() const; // e.g. "4x32xf32"
+};
+
+struct StateEntry {
+  std::string name;
+  bool isParam = false;
+  TensorSpec type;
+  std::vector<std::string> aliases;
+};
+
+struct InputEntry {
+  std::string name;
+  TensorSpec type;
+  int64_t slot;
+};
+
+enum class InstKind { Get, Update, Constant, Call };
+
+struct Instruction {
+  InstKind kind;
+  std::string state;             // Get, Update
+  int64_t result = -1;           // Get, Constant
+  int64_t value = -1;            // Update
+  TensorSpec type;               // Constant
+  std::string hex;               // Constant
+  std::string op;                // Call: overload name
+  nlohmann::json args;           // Call
+  std::vector<int64_t> results;  // Call
+  int64_t numSchemaResults = 0;  // Call
+  std::vector<int64_t> mutates;  // Call
+  bool listResult = false;       // Call
+  std::vector<int64_t> free;     // slots released after this instruction
+};
+
+struct Plan {
+  std::string function;
+  int64_t numSlots = 0;
+  std::vector<StateEntry> state;
+  std::vector<InputEntry> inputs;
+  std::vector<int64_t> outputs;
+  std::vector<Instruction> instructions;
+};
+
+/// Reads and checks a plan file; throws Error naming the file and the problem.
+Plan loadPlan(const std::string &path);
+
+c10::ScalarType parseDtype(const std::string &name);
+std::string dtypeName(c10::ScalarType dtype);
+
+} // namespace fsdp::runtime
+
+#endif // FSDP_RUNTIME_PLAN_H

@@ -1,0 +1,334 @@
+//===- Executor.cpp - runs a plan on one rank ------------------------------===//
+
+#include "fsdp/runtime/Executor.h"
+
+#include <torch/script.h>
+#include <torch/serialize.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+
+namespace fsdp::runtime {
+
+using nlohmann::json;
+
+//===----------------------------------------------------------------------===//
+// State
+//===----------------------------------------------------------------------===//
+
+State loadState(const Plan &plan, const std::string &modelPath) {
+  torch::jit::Module module;
+  try {
+    module = torch::jit::load(modelPath);
+  } catch (const c10::Error &e) {
+    std::string msg = e.what_without_backtrace();
+    throw Error("cannot load model '" + modelPath + "': " +
+                msg.substr(0, msg.find('\n')));
+  }
+  std::map<std::string, at::Tensor> found;
+  for (const auto &p : module.named_parameters(/*recurse=*/true))
+    found[p.name] = p.value;
+  for (const auto &b : module.named_buffers(/*recurse=*/true))
+    found[b.name] = b.value;
+  State state;
+  for (const StateEntry &entry : plan.state) {
+    auto it = found.find(entry.name);
+    for (size_t i = 0; it == found.end() && i < entry.aliases.size(); ++i)
+      it = found.find(entry.aliases[i]);
+    const char *what = entry.isParam ? "parameter" : "buffer";
+    if (it == found.end())
+      throw Error(std::string("the plan needs ") + what + " '" + entry.name +
+                  "', which '" + modelPath + "' does not have");
+    const at::Tensor &t = it->second;
+    if (t.sizes().vec() != entry.type.shape || t.scalar_type() != entry.type.dtype)
+      throw Error(std::string(what) + " '" + entry.name + "' is " +
+                  TensorSpec{t.sizes().vec(), t.scalar_type()}.str() + " in '" +
+                  modelPath + "' but " + entry.type.str() + " in the plan");
+    state[entry.name] = t.detach().clone();
+  }
+  return state;
+}
+
+void saveState(const Plan &plan, const State &state, const std::string &path) {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+  for (const StateEntry &entry : plan.state) {
+    const at::Tensor &t = state.at(entry.name);
+    dict.insert(entry.name, t);
+    for (const std::string &alias : entry.aliases)
+      dict.insert(alias, t);
+  }
+  std::vector<char> bytes = torch::pickle_save(dict);
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out.write(bytes.data(), bytes.size());
+    if (!out)
+      throw Error("cannot write '" + tmp + "'");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw Error("cannot write '" + path + "'");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Building calls
+//===----------------------------------------------------------------------===//
+
+static double parseFloat(const json &v) {
+  if (v.is_string()) {
+    std::string s = v.get<std::string>();
+    if (s == "inf")
+      return std::numeric_limits<double>::infinity();
+    if (s == "-inf")
+      return -std::numeric_limits<double>::infinity();
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  return v.get<double>();
+}
+
+/// A non-tensor argument, typed as the schema wants it.
+static c10::IValue scalarArg(const json &arg, const c10::TypePtr &type,
+                             const std::string &where) {
+  c10::TypePtr t = type;
+  if (auto opt = t->cast<c10::OptionalType>())
+    t = opt->getElementType();
+  if (arg.contains("none"))
+    return c10::IValue();
+  if (arg.contains("b"))
+    return c10::IValue(arg["b"].get<bool>());
+  if (arg.contains("i")) {
+    int64_t v = arg["i"].get<int64_t>();
+    if (t->kind() == c10::TypeKind::FloatType)
+      return c10::IValue(static_cast<double>(v));
+    if (t->kind() == c10::TypeKind::BoolType)
+      return c10::IValue(v != 0);
+    return c10::IValue(v);
+  }
+  if (arg.contains("f"))
+    return c10::IValue(parseFloat(arg["f"]));
+  if (arg.contains("s")) {
+    std::string s = arg["s"].get<std::string>();
+    if (t->kind() == c10::TypeKind::DeviceObjType)
+      return c10::IValue(c10::Device(s));
+    return c10::IValue(s);
+  }
+  if (arg.contains("dtype"))
+    return c10::IValue(
+        static_cast<int64_t>(parseDtype(arg["dtype"].get<std::string>())));
+  if (arg.contains("l")) {
+    c10::TypePtr elem = c10::AnyType::get();
+    if (auto list = t->cast<c10::ListType>())
+      elem = list->getElementType();
+    const json &items = arg["l"];
+    if (elem->kind() == c10::TypeKind::IntType ||
+        elem->kind() == c10::TypeKind::SymIntType) {
+      std::vector<int64_t> v;
+      for (const json &e : items)
+        v.push_back(e.at("i").get<int64_t>());
+      return c10::IValue(v);
+    }
+    if (elem->kind() == c10::TypeKind::FloatType) {
+      std::vector<double> v;
+      for (const json &e : items)
+        v.push_back(e.contains("i") ? e["i"].get<double>() : parseFloat(e["f"]));
+      return c10::IValue(v);
+    }
+    if (elem->kind() == c10::TypeKind::BoolType) {
+      c10::List<bool> v;
+      for (const json &e : items)
+        v.push_back(e.at("b").get<bool>());
+      return c10::IValue(v);
+    }
+    c10::impl::GenericList v(elem);
+    for (const json &e : items)
+      v.push_back(scalarArg(e, elem, where));
+    return c10::IValue(v);
+  }
+  throw Error(where + ": unreadable argument " + arg.dump());
+}
+
+Executor::Executor(const Plan &plan) : plan(plan) {
+  calls.resize(plan.instructions.size());
+  constants.resize(plan.instructions.size());
+  for (size_t i = 0; i < plan.instructions.size(); ++i) {
+    const Instruction &inst = plan.instructions[i];
+    if (inst.kind == InstKind::Constant) {
+      std::string bytes;
+      for (size_t k = 0; k + 1 < inst.hex.size(); k += 2)
+        bytes.push_back(static_cast<char>(std::stoi(inst.hex.substr(k, 2), nullptr, 16)));
+      at::Tensor t = at::empty(inst.type.shape, at::TensorOptions().dtype(inst.type.dtype));
+      if (static_cast<size_t>(t.nbytes()) != bytes.size())
+        throw Error("plan constant #" + std::to_string(i) + " holds " +
+                    std::to_string(bytes.size()) + " bytes, expected " +
+                    std::to_string(t.nbytes()));
+      std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+      constants[i] = t;
+      continue;
+    }
+    if (inst.kind != InstKind::Call)
+      continue;
+    std::string where = "instruction #" + std::to_string(i) + " (" + inst.op + ")";
+    auto dot = inst.op.find('.');
+    std::string name = inst.op.substr(0, dot);
+    std::string overload = dot == std::string::npos ? "" : inst.op.substr(dot + 1);
+    auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
+    if (!handle)
+      throw Error(where + ": this libtorch has no operator " + inst.op);
+    Call call;
+    call.op = *handle;
+    const c10::FunctionSchema &schema = handle->schema();
+    if (schema.arguments().size() != inst.args.size())
+      throw Error(where + ": the plan passes " + std::to_string(inst.args.size()) +
+                  " arguments, this libtorch's schema takes " +
+                  std::to_string(schema.arguments().size()));
+    for (size_t a = 0; a < inst.args.size(); ++a) {
+      const json &arg = inst.args[a];
+      std::vector<int64_t> argSlots;
+      int kind = 0;
+      c10::IValue constant;
+      if (arg.contains("t")) {
+        kind = 1;
+        argSlots.push_back(arg["t"].get<int64_t>());
+      } else if (arg.contains("tl")) {
+        kind = 2;
+        argSlots = arg["tl"].get<std::vector<int64_t>>();
+      } else if (arg.contains("otl")) {
+        kind = 3;
+        for (const json &e : arg["otl"])
+          argSlots.push_back(e.is_null() ? -1 : e.get<int64_t>());
+      } else {
+        constant = scalarArg(arg, schema.arguments()[a].type(), where);
+      }
+      call.argKind.push_back(kind);
+      call.argSlots.push_back(std::move(argSlots));
+      call.constants.push_back(std::move(constant));
+    }
+    calls[i] = std::move(call);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Running
+//===----------------------------------------------------------------------===//
+
+void Executor::set(int64_t slot, at::Tensor t) {
+  release(slot);
+  if (t.defined()) {
+    const void *key = t.storage().unsafeGetStorageImpl();
+    auto &[refs, bytes] = storages[key];
+    if (refs++ == 0) {
+      bytes = t.storage().nbytes();
+      live += bytes;
+      peak = std::max(peak, live);
+    }
+  }
+  slots[slot] = std::move(t);
+}
+
+void Executor::release(int64_t slot) {
+  at::Tensor &t = slots[slot];
+  if (!t.defined())
+    return;
+  auto it = storages.find(t.storage().unsafeGetStorageImpl());
+  if (it != storages.end() && --it->second.first == 0) {
+    live -= it->second.second;
+    storages.erase(it);
+  }
+  t.reset();
+}
+
+std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
+                                      State &state) {
+  slots.assign(plan.numSlots, at::Tensor());
+  storages.clear();
+  live = peak = 0;
+  // The state lives through the step.
+  int64_t stateBytes = 0;
+  for (const auto &[name, t] : state)
+    stateBytes += t.nbytes();
+  live = peak = stateBytes;
+  for (size_t i = 0; i < plan.inputs.size(); ++i)
+    set(plan.inputs[i].slot, inputs[i]);
+
+  torch::jit::Stack stack;
+  for (size_t i = 0; i < plan.instructions.size(); ++i) {
+    const Instruction &inst = plan.instructions[i];
+    switch (inst.kind) {
+    case InstKind::Get:
+      // Reads share the state's storage, already counted.
+      slots[inst.result] = state.at(inst.state);
+      break;
+    case InstKind::Update:
+      state[inst.state] = slots[inst.value];
+      break;
+    case InstKind::Constant:
+      set(inst.result, constants[i]);
+      break;
+    case InstKind::Call: {
+      const Call &call = calls[i];
+      stack.clear();
+      for (size_t a = 0; a < call.argKind.size(); ++a) {
+        const std::vector<int64_t> &s = call.argSlots[a];
+        switch (call.argKind[a]) {
+        case 0:
+          stack.push_back(call.constants[a]);
+          break;
+        case 1:
+          stack.push_back(slots[s[0]]);
+          break;
+        case 2: {
+          c10::List<at::Tensor> list;
+          for (int64_t slot : s)
+            list.push_back(slots[slot]);
+          stack.push_back(std::move(list));
+          break;
+        }
+        default: {
+          c10::List<c10::optional<at::Tensor>> list;
+          for (int64_t slot : s)
+            list.push_back(slot < 0 ? c10::optional<at::Tensor>()
+                                    : c10::optional<at::Tensor>(slots[slot]));
+          stack.push_back(std::move(list));
+          break;
+        }
+        }
+      }
+      // Written arguments are written into copies: the plan is functional.
+      std::vector<at::Tensor> written;
+      for (int64_t a : inst.mutates) {
+        at::Tensor copy = stack[a].toTensor().clone();
+        stack[a] = copy;
+        written.push_back(copy);
+      }
+      call.op->callBoxed(stack);
+      size_t next = 0;
+      if (inst.listResult) {
+        for (const at::Tensor &t : stack[0].toTensorList().vec())
+          set(inst.results[next++], t);
+      } else {
+        for (size_t r = 0; r < stack.size() &&
+                           next < static_cast<size_t>(inst.numSchemaResults);
+             ++r)
+          if (stack[r].isTensor())
+            set(inst.results[next++], stack[r].toTensor());
+      }
+      for (const at::Tensor &t : written)
+        set(inst.results[next++], t);
+      break;
+    }
+    }
+    for (int64_t slot : inst.free)
+      release(slot);
+  }
+  std::vector<at::Tensor> outputs;
+  for (int64_t slot : plan.outputs)
+    outputs.push_back(slots[slot]);
+  slots.clear();
+  storages.clear();
+  return outputs;
+}
+
+} // namespace fsdp::runtime

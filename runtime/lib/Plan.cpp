@@ -1,0 +1,124 @@
+//===- Plan.cpp - reading a plan -------------------------------------------===//
+
+#include "fsdp/runtime/Plan.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace fsdp::runtime {
+
+using nlohmann::json;
+
+c10::ScalarType parseDtype(const std::string &name) {
+  static const std::pair<const char *, c10::ScalarType> table[] = {
+      {"f32", c10::kFloat}, {"f64", c10::kDouble}, {"f16", c10::kHalf},
+      {"bf16", c10::kBFloat16}, {"i64", c10::kLong}, {"i32", c10::kInt},
+      {"i16", c10::kShort}, {"i8", c10::kChar}, {"ui8", c10::kByte},
+      {"i1", c10::kBool}};
+  for (const auto &[n, t] : table)
+    if (name == n)
+      return t;
+  throw Error("unknown dtype '" + name + "'");
+}
+
+std::string dtypeName(c10::ScalarType dtype) {
+  switch (dtype) {
+  case c10::kFloat: return "f32";
+  case c10::kDouble: return "f64";
+  case c10::kHalf: return "f16";
+  case c10::kBFloat16: return "bf16";
+  case c10::kLong: return "i64";
+  case c10::kInt: return "i32";
+  case c10::kShort: return "i16";
+  case c10::kChar: return "i8";
+  case c10::kByte: return "ui8";
+  case c10::kBool: return "i1";
+  default: return c10::toString(dtype);
+  }
+}
+
+std::string TensorSpec::str() const {
+  std::string s;
+  for (int64_t d : shape)
+    s += std::to_string(d) + "x";
+  return s + dtypeName(dtype);
+}
+
+static TensorSpec parseType(const json &j) {
+  TensorSpec t;
+  t.shape = j.at("shape").get<std::vector<int64_t>>();
+  t.dtype = parseDtype(j.at("dtype").get<std::string>());
+  return t;
+}
+
+Plan loadPlan(const std::string &path) {
+  std::ifstream in(path);
+  if (!in)
+    throw Error("cannot open plan '" + path + "'");
+  json j;
+  try {
+    in >> j;
+  } catch (const json::exception &e) {
+    throw Error("plan '" + path + "' is not valid JSON: " + e.what());
+  }
+  try {
+    if (j.value("format", "") != "fsdp-plan")
+      throw Error("'" + path + "' is not an fsdp-opt plan (no \"format\": \"fsdp-plan\")");
+    int64_t version = j.at("version").get<int64_t>();
+    if (version != kPlanFormatVersion)
+      throw Error("plan '" + path + "' has format version " +
+                  std::to_string(version) + ", but this fsdp-run reads version " +
+                  std::to_string(kPlanFormatVersion) +
+                  "; compile it again with a matching fsdp-opt");
+    Plan plan;
+    plan.function = j.at("function").get<std::string>();
+    plan.numSlots = j.at("num_slots").get<int64_t>();
+    for (const json &s : j.at("state")) {
+      StateEntry e;
+      e.name = s.at("name").get<std::string>();
+      e.isParam = s.at("kind").get<std::string>() == "param";
+      e.type = parseType(s);
+      e.aliases = s.at("aliases").get<std::vector<std::string>>();
+      plan.state.push_back(std::move(e));
+    }
+    for (const json &i : j.at("inputs"))
+      plan.inputs.push_back({i.at("name").get<std::string>(), parseType(i),
+                             i.at("slot").get<int64_t>()});
+    plan.outputs = j.at("outputs").get<std::vector<int64_t>>();
+    for (const json &i : j.at("instructions")) {
+      Instruction inst;
+      std::string kind = i.at("kind").get<std::string>();
+      inst.free = i.at("free").get<std::vector<int64_t>>();
+      if (kind == "get") {
+        inst.kind = InstKind::Get;
+        inst.state = i.at("state").get<std::string>();
+        inst.result = i.at("result").get<int64_t>();
+      } else if (kind == "update") {
+        inst.kind = InstKind::Update;
+        inst.state = i.at("state").get<std::string>();
+        inst.value = i.at("value").get<int64_t>();
+      } else if (kind == "constant") {
+        inst.kind = InstKind::Constant;
+        inst.type = parseType(i);
+        inst.hex = i.at("hex").get<std::string>();
+        inst.result = i.at("result").get<int64_t>();
+      } else if (kind == "call") {
+        inst.kind = InstKind::Call;
+        inst.op = i.at("op").get<std::string>();
+        inst.args = i.at("args");
+        inst.results = i.at("results").get<std::vector<int64_t>>();
+        inst.numSchemaResults = i.at("num_schema_results").get<int64_t>();
+        inst.mutates = i.at("mutates").get<std::vector<int64_t>>();
+        inst.listResult = i.at("list_result").get<bool>();
+      } else {
+        throw Error("plan '" + path + "': unknown instruction kind '" + kind + "'");
+      }
+      plan.instructions.push_back(std::move(inst));
+    }
+    return plan;
+  } catch (const json::exception &e) {
+    throw Error("plan '" + path + "' is malformed: " + e.what());
+  }
+}
+
+} // namespace fsdp::runtime
