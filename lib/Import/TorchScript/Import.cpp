@@ -197,6 +197,8 @@ private:
   // The last `fsdp.get`: state reads stay together at the top, in the order
   // the forward first uses them.
   Operation *lastRead = nullptr;
+  // Overloads whose meta call failed once.
+  llvm::StringSet<> noMetaKernel;
   // The input specs, for messages about shapes that do not fit the model.
   std::string inputSummary;
 };
@@ -1134,9 +1136,19 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
     }
   }
 
-  try {
-    node->getOperation()(stack);
-  } catch (const c10::Error &metaError) {
+  // Types from the meta call; ops without a meta kernel (remembered, since a
+  // failed attempt costs an exception with a backtrace) run on zeros on the
+  // CPU instead.
+  bool typed = false;
+  if (!noMetaKernel.contains(overload)) {
+    try {
+      node->getOperation()(stack);
+      typed = true;
+    } catch (const c10::Error &) {
+      noMetaKernel.insert(overload);
+    }
+  }
+  if (!typed) {
     // No meta kernel: run the op on zeros on the CPU to learn its types.
     jit::Stack cpuStack;
     for (size_t i = 0; i < schema.arguments().size(); ++i) {
