@@ -179,8 +179,9 @@ int main(int argc, char **argv) {
                      outputs[0].is_floating_point();
       double loss = hasLoss ? outputs[0].item<double>() : 0.0;
       if (hasLoss && !std::isfinite(loss))
-        throw Error("step " + std::to_string(step) + ": the loss is " +
-                    std::to_string(loss));
+        throw Error("step " + std::to_string(step + 1) + "/" +
+                    std::to_string(steps) + ": the loss is " +
+                    (std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf"));
       std::printf("step %lld/%lld", static_cast<long long>(step + 1),
                   static_cast<long long>(steps));
       if (hasLoss)
