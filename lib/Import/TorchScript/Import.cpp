@@ -1341,6 +1341,12 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
       fail(fileLoc, "cannot load '" + path + "' as TorchScript: " +
                         firstLine(e.what_without_backtrace()));
     }
+    if (!root.is_training())
+      emitWarning(fileLoc)
+          << "the module in '" << path
+          << "' was saved in eval mode: importing its eval-mode behaviour "
+             "(BatchNorm running statistics, no dropout); call model.train() "
+             "before tracing or scripting to train it";
     if (!root.find_method("forward"))
       fail(fileLoc, "the TorchScript module in '" + path +
                         "' has no forward method");
