@@ -34,7 +34,6 @@
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/passes/lower_tuples.h>
-#include <torch/csrc/jit/passes/remove_mutation.h>
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/torch.h>
 
@@ -97,6 +96,23 @@ struct AbsValue {
     return false;
   }
 };
+
+/// True if `abs` is, or holds in a list or tuple, a tensor for which `pred`
+/// holds.
+bool holdsTensor(const AbsValue &abs, llvm::function_ref<bool(Value)> pred) {
+  if (abs.isTensor())
+    return pred(abs.tensor);
+  return llvm::any_of(abs.elements,
+                      [&](const AbsValue &e) { return holdsTensor(e, pred); });
+}
+
+/// Replaces `old` by `updated` wherever `abs` holds it.
+void replaceTensor(AbsValue &abs, Value old, Value updated) {
+  if (abs.isTensor() && abs.tensor == old)
+    abs.tensor = updated;
+  for (AbsValue &e : abs.elements)
+    replaceTensor(e, old, updated);
+}
 
 /// A parameter or buffer symbol.
 struct StateInfo {
@@ -393,7 +409,10 @@ void Importer::declareState(const jit::Module &root) {
     std::string fqn = modulePath.empty() ? name : modulePath + "." + name;
     Key key{t.storage().data(), t.storage_offset(), t.sizes().vec(),
             t.strides().vec()};
-    auto [it, inserted] = canonical.emplace(key, fqn);
+    // Empty tensors have no storage to share: never tied.
+    auto [it, inserted] = t.numel() == 0
+                              ? std::make_pair(canonical.end(), true)
+                              : canonical.emplace(key, fqn);
     if (!inserted) {
       // A tied weight: one symbol, with this FQN as an alias.
       StateInfo info = states.lookup(it->second);
@@ -737,6 +756,8 @@ void Importer::visitSetAttr(jit::Node *node) {
     fail(loc, "buffer '" + fqn + "' changes type in the step");
   stateValue(fqn, loc);
   current[it->second.fqn] = tensor;
+  // Later in-place updates of the assigned tensor update the buffer.
+  stateOf[tensor] = it->second.fqn;
 }
 
 void Importer::visitIf(jit::Node *node) {
@@ -857,10 +878,21 @@ void Importer::evaluateConstant(jit::Node *node) {
   // The interpreter passes vararg operators their argument count.
   if (node->maybeSchema() && node->schema().is_vararg())
     stack.push_back(int64_t(node->inputs().size()));
+  // Arguments the op writes (list.append, list.__setitem__, ...) are bound
+  // to their new value afterwards: the stack holds handles to the same lists.
+  std::vector<std::pair<jit::Value *, c10::IValue>> written;
+  if (const c10::FunctionSchema *schema = node->maybeSchema())
+    for (size_t i = 0; i < schema->arguments().size() && i < stack.size(); ++i)
+      if (const auto *alias = schema->arguments()[i].alias_info())
+        if (alias->isWrite())
+          written.push_back({node->inputs()[i], stack[i]});
   jit::Operation op = node->getOperation();
   op(stack);
   for (size_t i = 0; i < node->outputs().size(); ++i)
     bind(node->outputs()[i], fromIValue(stack[i]));
+  for (auto &[input, value] : written)
+    if (!value.isTensor())
+      bind(input, fromIValue(value));
 }
 
 namespace {
@@ -928,7 +960,11 @@ void Importer::visitOperator(jit::Node *node) {
   if (!anyTensor) {
     // All inputs are compile-time constants: the JIT computes the result,
     // unless it is random or too large to keep as a constant.
-    if (!node->isNondeterministic()) {
+    // Uninitialized memory is no constant: aten::empty and friends run.
+    static const llvm::StringSet<> uninitialized = {
+        "aten::empty", "aten::empty_like", "aten::new_empty",
+        "aten::empty_strided", "aten::new_empty_strided"};
+    if (!node->isNondeterministic() && !uninitialized.contains(schema.name())) {
       try {
         evaluateConstant(node);
       } catch (const c10::Error &e) {
@@ -1061,7 +1097,8 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
       "aten::nonzero", "aten::nonzero_numpy", "aten::argwhere",
       "aten::masked_select", "aten::unique", "aten::_unique",
       "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive",
-      "aten::bincount", "aten::repeat_interleave", "aten::nonzero_static"};
+      "aten::bincount", "aten::repeat_interleave", "aten::nonzero_static",
+      "aten::one_hot"};
   if (dataDependentShape.contains(schema.name()))
     fail(loc, overload + " returns a tensor whose shape depends on tensor "
                          "data; a static training step needs static shapes");
@@ -1149,34 +1186,58 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
     }
   }
   if (!typed) {
-    // No meta kernel: run the op on zeros on the CPU to learn its types.
-    jit::Stack cpuStack;
-    for (size_t i = 0; i < schema.arguments().size(); ++i) {
-      c10::IValue v = toIValue(lookup(node->inputs()[i]), node->inputs()[i]->type(),
-                               /*meta=*/true, loc);
+    // Run on the CPU twice, on zeros and on ones (constants keep their
+    // values): a result whose shape differs depends on tensor data.
+    auto runOnCpu = [&](double fill) -> jit::Stack {
       std::function<c10::IValue(const c10::IValue &)> toCpu =
           [&](const c10::IValue &x) -> c10::IValue {
         if (x.isTensor() && x.toTensor().is_meta())
-          return at::zeros(x.toTensor().sizes(),
-                           x.toTensor().options().device(at::kCPU));
-        if (x.isTensorList()) {
-          c10::List<at::Tensor> l;
-          for (const at::Tensor &t : x.toTensorList().vec())
-            l.push_back(t.is_meta() ? at::zeros(t.sizes(), t.options().device(at::kCPU)) : t);
-          return l;
+          return at::full(x.toTensor().sizes(), fill,
+                          x.toTensor().options().device(at::kCPU));
+        if (x.isList()) {
+          c10::impl::GenericList list(x.toList().elementType());
+          for (const c10::IValue &e : x.toListRef())
+            list.push_back(toCpu(e));
+          return list;
         }
         return x;
       };
-      cpuStack.push_back(toCpu(v));
+      jit::Stack cpuStack;
+      for (size_t i = 0; i < schema.arguments().size(); ++i) {
+        jit::Value *input = node->inputs()[i];
+        AbsValue &a = lookup(input);
+        // Constant tensors with their values; runtime tensors as `fill`.
+        c10::IValue v = a.isFullyConstant()
+                            ? toIValue(a, input->type(), /*meta=*/false, loc)
+                            : toIValue(a, input->type(), /*meta=*/true, loc);
+        cpuStack.push_back(toCpu(v));
+      }
+      try {
+        node->getOperation()(cpuStack);
+      } catch (const c10::Error &cpuError) {
+        fail(loc, "cannot infer the result types of " + overload + ": " +
+                      firstLine(cpuError.what_without_backtrace()) +
+                      " (model inputs: " + inputSummary + ")");
+      }
+      return cpuStack;
+    };
+    jit::Stack zeros = runOnCpu(0.0);
+    jit::Stack ones = runOnCpu(1.0);
+    for (size_t i = 0; i < zeros.size() && i < ones.size(); ++i) {
+      bool same = true;
+      if (zeros[i].isTensor() && ones[i].isTensor())
+        same = zeros[i].toTensor().sizes() == ones[i].toTensor().sizes();
+      else if (zeros[i].isTensorList() && ones[i].isTensorList()) {
+        auto a = zeros[i].toTensorList().vec(), b = ones[i].toTensorList().vec();
+        same = a.size() == b.size();
+        for (size_t j = 0; same && j < a.size(); ++j)
+          same = a[j].sizes() == b[j].sizes();
+      }
+      if (!same)
+        fail(loc, overload + " returns a tensor whose shape depends on tensor "
+                             "data; a static training step needs static shapes");
     }
-    try {
-      node->getOperation()(cpuStack);
-    } catch (const c10::Error &cpuError) {
-      fail(loc, "cannot infer the result types of " + overload + ": " +
-                    firstLine(cpuError.what_without_backtrace()) +
-                    " (model inputs: " + inputSummary + ")");
-    }
-    stack = std::move(cpuStack);
+    stack = std::move(zeros);
   }
 
   SmallVector<Type> resultTypes;
@@ -1215,19 +1276,24 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
 
   // Writing through an alias changes the other tensors of its alias class
   // (the base and its views) too; the functional rebinding below is exact
-  // only if none of them is read afterwards.
+  // only if none of them is read afterwards, and a buffer is never written
+  // through a view.
   for (size_t k = 0; k < mutated.size(); ++k) {
     Value target = mutatedOperands[k];
     Value root = viewBase.lookup(target);
     if (!root)
       root = target;
+    if (root != target && stateOf.count(root))
+      fail(loc, overload + " writes in place into a view of '" +
+                    stateOf.lookup(root) +
+                    "', which is not supported; assign the whole tensor");
     auto aliases = [&](Value v) {
       if (v == target)
         return false;
       return v == root || viewBase.lookup(v) == root;
     };
     for (auto &entry : env) {
-      if (!entry.second.isTensor() || !aliases(entry.second.tensor))
+      if (!holdsTensor(entry.second, aliases))
         continue;
       for (const jit::Use &use : entry.first->uses())
         if (use.user->isAfter(node))
@@ -1259,23 +1325,50 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
     return Value();
   };
 
+  auto recordView = [&](Value result, Value base) {
+    Value root = viewBase.lookup(base);
+    viewBase[result] = root ? root : base;
+  };
+  // The new value of the argument a `Tensor(a!)` return writes, if any: an
+  // in-place op returns the tensor it wrote.
+  auto writtenResult = [&](const c10::AliasInfo *info) -> Value {
+    if (!info || !info->isWrite())
+      return Value();
+    for (auto [k, arg] : llvm::enumerate(mutated)) {
+      const c10::AliasInfo *argInfo = schema.arguments()[arg].alias_info();
+      if (argInfo && argInfo->beforeSets() == info->beforeSets())
+        return call.getResult(numSchemaResults + k);
+    }
+    return Value();
+  };
+
   unsigned next = 0;
   for (size_t i = 0; i < node->outputs().size(); ++i) {
     const std::vector<Type> &types = outputTypes[i];
-    if (!listResult && !types.empty() && i < schema.returns().size())
-      if (Value base = aliasedInput(schema.returns()[i].alias_info())) {
-        Value root = viewBase.lookup(base);
-        viewBase[call.getResult(next)] = root ? root : base;
-      }
+    const c10::AliasInfo *info =
+        i < schema.returns().size() ? schema.returns()[i].alias_info() : nullptr;
     if (listResult) {
+      // `Tensor(a)[]`: every element is a view of the input.
+      if (info && !info->containedTypes().empty())
+        info = &info->containedTypes()[0];
+      Value base = aliasedInput(info);
       std::vector<AbsValue> elements;
-      for (size_t j = 0; j < types.size(); ++j)
-        elements.push_back(AbsValue::ofTensor(call.getResult(next++)));
+      for (size_t j = 0; j < types.size(); ++j) {
+        Value element = call.getResult(next++);
+        if (base)
+          recordView(element, base);
+        elements.push_back(AbsValue::ofTensor(element));
+      }
       bind(node->outputs()[i], AbsValue::ofSequence(elements, false));
     } else if (types.empty()) {
       bind(node->outputs()[i], fromIValue(c10::IValue()));
     } else {
-      bind(node->outputs()[i], AbsValue::ofTensor(call.getResult(next++)));
+      Value result = call.getResult(next++);
+      if (Value base = aliasedInput(info))
+        recordView(result, base);
+      if (Value written = writtenResult(info))
+        result = written;
+      bind(node->outputs()[i], AbsValue::ofTensor(result));
     }
   }
 
@@ -1285,8 +1378,7 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
     Value old = mutatedOperands[k];
     Value updated = call.getResult(numSchemaResults + k);
     for (auto &entry : env)
-      if (entry.second.isTensor() && entry.second.tensor == old)
-        entry.second.tensor = updated;
+      replaceTensor(entry.second, old, updated);
     auto state = stateOf.find(old);
     if (state != stateOf.end()) {
       std::string fqn = state->second;
@@ -1390,7 +1482,6 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
     graph = graphOwner.get();
     inlineCalls(graph->block());
     jit::LowerSimpleTuples(graphOwner);
-    jit::RemoveTensorMutation(graphOwner);
     jit::ConstantPropagation(graphOwner);
     jit::EliminateDeadCode(graphOwner);
 

@@ -108,8 +108,9 @@ def FSDP_BufferOp : FSDP_StateSymbolOp<"buffer"> {
   }];
 }
 
+// Not Pure: `fsdp.update` changes what a later `fsdp.get` reads.
 def FSDP_GetOp : FSDP_Op<"get",
-    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "reads the value of a parameter or buffer";
   let description = [{
     ```mlir
