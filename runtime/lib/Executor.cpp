@@ -59,15 +59,16 @@ void saveState(const Plan &plan, const State &state, const std::string &path) {
     for (const std::string &alias : entry.aliases)
       dict.insert(alias, t);
   }
-  std::vector<char> bytes = torch::pickle_save(dict);
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out.write(bytes.data(), bytes.size());
-    if (!out)
-      throw Error("cannot write '" + tmp + "'");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+  writeFileAtomically(path, torch::pickle_save(dict));
+}
+
+void writeFileAtomically(const std::string &path, const std::vector<char> &bytes) {
+  // A regular file beside the target, renamed over it once complete.
+  std::string tmp = path + ".fsdp-run.tmp";
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), bytes.size());
+  out.close();
+  if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
     throw Error("cannot write '" + path + "'");
   }
@@ -245,11 +246,16 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
   slots.assign(plan.numSlots, at::Tensor());
   storages.clear();
   live = peak = 0;
-  // The state lives through the step.
-  int64_t stateBytes = 0;
-  for (const auto &[name, t] : state)
-    stateBytes += t.nbytes();
-  live = peak = stateBytes;
+  // The state lives through the step; views of it (a transposed weight)
+  // add nothing.
+  for (const auto &[name, t] : state) {
+    auto &[refs, bytes] = storages[t.storage().unsafeGetStorageImpl()];
+    if (refs++ == 0) {
+      bytes = t.storage().nbytes();
+      live += bytes;
+    }
+  }
+  peak = live;
   for (size_t i = 0; i < plan.inputs.size(); ++i)
     set(plan.inputs[i].slot, inputs[i]);
 
@@ -306,7 +312,13 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
       call.op->callBoxed(stack);
       size_t next = 0;
       if (inst.listResult) {
-        for (const at::Tensor &t : stack[0].toTensorList().vec())
+        std::vector<at::Tensor> list = stack[0].toTensorList().vec();
+        if (static_cast<int64_t>(list.size()) != inst.numSchemaResults)
+          throw Error("instruction #" + std::to_string(i) + " (" + inst.op +
+                      ") returned " + std::to_string(list.size()) +
+                      " tensors, the plan expects " +
+                      std::to_string(inst.numSchemaResults));
+        for (const at::Tensor &t : list)
           set(inst.results[next++], t);
       } else {
         for (size_t r = 0; r < stack.size() &&
@@ -315,6 +327,11 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
           if (stack[r].isTensor())
             set(inst.results[next++], stack[r].toTensor());
       }
+      if (static_cast<int64_t>(next) != inst.numSchemaResults)
+        throw Error("instruction #" + std::to_string(i) + " (" + inst.op +
+                    ") returned " + std::to_string(next) +
+                    " tensors, the plan expects " +
+                    std::to_string(inst.numSchemaResults));
       for (const at::Tensor &t : written)
         set(inst.results[next++], t);
       break;

@@ -3,6 +3,7 @@
 #include "fsdp/runtime/Plan.h"
 
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace fsdp::runtime {
@@ -49,6 +50,79 @@ static TensorSpec parseType(const json &j) {
   t.shape = j.at("shape").get<std::vector<int64_t>>();
   t.dtype = parseDtype(j.at("dtype").get<std::string>());
   return t;
+}
+
+/// Every slot in range, every state name declared, every call's results and
+/// written arguments consistent: a bad plan is an error, never a crash.
+static void validate(const Plan &plan, const std::string &path) {
+  auto fail = [&](size_t i, const std::string &why) {
+    throw Error("plan '" + path + "', instruction #" + std::to_string(i) +
+                ": " + why);
+  };
+  auto checkSlot = [&](size_t i, const json &v) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
+        v.get<int64_t>() >= plan.numSlots)
+      fail(i, "slot " + v.dump() + " is out of range (num_slots " +
+                  std::to_string(plan.numSlots) + ")");
+  };
+  std::set<std::string> names;
+  for (const StateEntry &e : plan.state)
+    names.insert(e.name);
+  for (const InputEntry &in : plan.inputs)
+    if (in.slot < 0 || in.slot >= plan.numSlots)
+      throw Error("plan '" + path + "': input '" + in.name +
+                  "' has an out-of-range slot");
+  for (int64_t out : plan.outputs)
+    if (out < 0 || out >= plan.numSlots)
+      throw Error("plan '" + path + "': an output slot is out of range");
+  for (size_t i = 0; i < plan.instructions.size(); ++i) {
+    const Instruction &inst = plan.instructions[i];
+    for (int64_t s : inst.free)
+      checkSlot(i, s);
+    switch (inst.kind) {
+    case InstKind::Get:
+    case InstKind::Update:
+      if (!names.count(inst.state))
+        fail(i, "'" + inst.state + "' is not in the plan's state");
+      checkSlot(i, inst.kind == InstKind::Get ? inst.result : inst.value);
+      break;
+    case InstKind::Constant:
+      checkSlot(i, inst.result);
+      if (inst.hex.size() % 2 != 0 ||
+          inst.hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+        fail(i, "constant bytes are not hex");
+      break;
+    case InstKind::Call: {
+      for (int64_t r : inst.results)
+        checkSlot(i, r);
+      if (inst.numSchemaResults < 0 ||
+          inst.numSchemaResults + inst.mutates.size() != inst.results.size())
+        fail(i, "has " + std::to_string(inst.results.size()) +
+                    " results, expected num_schema_results + written arguments");
+      if (!inst.args.is_array())
+        fail(i, "args is not a list");
+      for (int64_t m : inst.mutates)
+        if (m < 0 || m >= static_cast<int64_t>(inst.args.size()) ||
+            !inst.args[m].contains("t"))
+          fail(i, "writes argument " + std::to_string(m) +
+                      ", which is not a tensor argument");
+      for (const json &arg : inst.args) {
+        if (!arg.is_object())
+          fail(i, "argument " + arg.dump() + " is not an object");
+        if (arg.contains("t"))
+          checkSlot(i, arg["t"]);
+        if (arg.contains("tl"))
+          for (const json &s : arg["tl"])
+            checkSlot(i, s);
+        if (arg.contains("otl"))
+          for (const json &s : arg["otl"])
+            if (!s.is_null())
+              checkSlot(i, s);
+      }
+      break;
+    }
+    }
+  }
 }
 
 Plan loadPlan(const std::string &path) {
@@ -115,6 +189,7 @@ Plan loadPlan(const std::string &path) {
       }
       plan.instructions.push_back(std::move(inst));
     }
+    validate(plan, path);
     return plan;
   } catch (const json::exception &e) {
     throw Error("plan '" + path + "' is malformed: " + e.what());

@@ -167,8 +167,9 @@ int main(int argc, char **argv) {
     std::vector<at::Tensor> outputs;
     for (int64_t step = 0; step < steps; ++step) {
       std::vector<at::Tensor> inputs;
+      // A copy, so the step holds (and counts) its own batch only.
       for (const at::Tensor &d : data)
-        inputs.push_back(d[step]);
+        inputs.push_back(d[step].clone());
       auto start = std::chrono::steady_clock::now();
       outputs = executor.run(inputs, state);
       double ms = std::chrono::duration<double, std::milli>(
@@ -201,9 +202,7 @@ int main(int argc, char **argv) {
       c10::List<at::Tensor> list;
       for (const at::Tensor &t : outputs)
         list.push_back(t);
-      std::vector<char> bytes = torch::pickle_save(list);
-      std::ofstream out(o.outputs, std::ios::binary);
-      out.write(bytes.data(), bytes.size());
+      writeFileAtomically(o.outputs, torch::pickle_save(list));
     }
   } catch (const Error &e) {
     std::cerr << "fsdp-run: error: " << e.what() << "\n";
@@ -211,6 +210,9 @@ int main(int argc, char **argv) {
   } catch (const c10::Error &e) {
     std::string msg = e.what_without_backtrace();
     std::cerr << "fsdp-run: error: " << msg.substr(0, msg.find('\n')) << "\n";
+    return 1;
+  } catch (const std::exception &e) {
+    std::cerr << "fsdp-run: error: " << e.what() << "\n";
     return 1;
   }
   return 0;

@@ -25,6 +25,10 @@ State loadState(const Plan &plan, const std::string &modelPath);
 /// on failure.
 void saveState(const Plan &plan, const State &state, const std::string &path);
 
+/// Writes `bytes` to `path` through a temporary file: on failure nothing is
+/// left behind and the old file, if any, is untouched.
+void writeFileAtomically(const std::string &path, const std::vector<char> &bytes);
+
 /// Executes a plan step by step. Operator handles are resolved once, when the
 /// executor is built; each slot is released after its last use.
 class Executor {
