@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <sys/stat.h>
 #include <limits>
 
 namespace fsdp::runtime {
@@ -63,6 +64,17 @@ void saveState(const Plan &plan, const State &state, const std::string &path) {
 }
 
 void writeFileAtomically(const std::string &path, const std::vector<char> &bytes) {
+  // A device or pipe (/dev/stdout, a FIFO) is written in place: renaming
+  // over it would replace it.
+  struct stat info;
+  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    std::ofstream out(path, std::ios::binary);
+    out.write(bytes.data(), bytes.size());
+    out.close();
+    if (!out)
+      throw Error("cannot write '" + path + "'");
+    return;
+  }
   // A regular file beside the target, renamed over it once complete.
   std::string tmp = path + ".fsdp-run.tmp";
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
