@@ -150,6 +150,9 @@ private:
   RankedTensorType tensorType(const at::Tensor &t, Location loc);
   at::Tensor metaTensor(RankedTensorType type, Location loc);
   Value materialize(const at::Tensor &constant, Location loc);
+  /// The SSA tensor `abs` stands for (a constant tensor is materialized), or
+  /// null if it is not a tensor.
+  Value tensorValue(const AbsValue &abs, Location loc);
   Attribute constantAttr(const c10::IValue &value, const c10::Argument *arg,
                          Location loc, const std::string &what);
 
@@ -306,6 +309,14 @@ Value Importer::materialize(const at::Tensor &constant, Location loc) {
     value = DenseElementsAttr::getFromRawBuffer(type, raw);
   }
   return aten::ConstantOp::create(builder, loc, type, value);
+}
+
+Value Importer::tensorValue(const AbsValue &abs, Location loc) {
+  if (abs.isTensor())
+    return abs.tensor;
+  if (abs.isConstant() && abs.constant.isTensor())
+    return materialize(abs.constant.toTensor(), loc);
+  return Value();
 }
 
 //===----------------------------------------------------------------------===//
@@ -745,12 +756,8 @@ void Importer::visitSetAttr(jit::Node *node) {
     fail(loc, "assignment to attribute '" + fqn +
                   "' is supported for buffers only");
   AbsValue value = lookup(node->inputs()[1]);
-  Value tensor;
-  if (value.isTensor())
-    tensor = value.tensor;
-  else if (value.isConstant() && value.constant.isTensor())
-    tensor = materialize(value.constant.toTensor(), loc);
-  else
+  Value tensor = tensorValue(value, loc);
+  if (!tensor)
     fail(loc, "buffer '" + fqn + "' is assigned a value that is not a tensor");
   if (tensor.getType() != it->second.type)
     fail(loc, "buffer '" + fqn + "' changes type in the step");
@@ -1115,21 +1122,16 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
     AbsValue &a = lookup(input);
     stack.push_back(toIValue(a, input->type(), /*meta=*/true, loc));
     std::string what = "argument '" + arg.name() + "' of " + overload;
-    if (a.isTensor()) {
-      operands.push_back(a.tensor);
-      args.push_back(aten::TensorArgAttr::get(context));
-    } else if (a.isConstant() && a.constant.isTensor()) {
-      operands.push_back(materialize(a.constant.toTensor(), loc));
+    if (Value tensor = tensorValue(a, loc)) {
+      operands.push_back(tensor);
       args.push_back(aten::TensorArgAttr::get(context));
     } else if (a.kind == AbsValue::Kind::Sequence &&
                input->type()->isSubtypeOf(*c10::ListType::ofTensors())) {
       for (const AbsValue &e : a.elements) {
-        if (e.isTensor())
-          operands.push_back(e.tensor);
-        else if (e.isConstant() && e.constant.isTensor())
-          operands.push_back(materialize(e.constant.toTensor(), loc));
-        else
+        Value tensor = tensorValue(e, loc);
+        if (!tensor)
           fail(loc, what + " holds a value that is not a tensor");
+        operands.push_back(tensor);
       }
       args.push_back(aten::TensorListArgAttr::get(context, a.elements.size()));
     } else if (a.kind == AbsValue::Kind::Sequence &&
@@ -1138,11 +1140,8 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
       // Tensor?[] (the indices of aten::index): operands and None in place.
       SmallVector<Attribute> elements;
       for (const AbsValue &e : a.elements) {
-        if (e.isTensor()) {
-          operands.push_back(e.tensor);
-          elements.push_back(aten::TensorArgAttr::get(context));
-        } else if (e.isConstant() && e.constant.isTensor()) {
-          operands.push_back(materialize(e.constant.toTensor(), loc));
+        if (Value tensor = tensorValue(e, loc)) {
+          operands.push_back(tensor);
           elements.push_back(aten::TensorArgAttr::get(context));
         } else if (e.isConstant() && e.constant.isNone()) {
           elements.push_back(aten::NoneAttr::get(context));
@@ -1393,10 +1392,8 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
 
 void Importer::flattenOutputs(const AbsValue &abs, Location loc,
                               SmallVectorImpl<Value> &out) {
-  if (abs.isTensor()) {
-    out.push_back(abs.tensor);
-  } else if (abs.isConstant() && abs.constant.isTensor()) {
-    out.push_back(materialize(abs.constant.toTensor(), loc));
+  if (Value tensor = tensorValue(abs, loc)) {
+    out.push_back(tensor);
   } else if (abs.isConstant() && abs.constant.isNone()) {
     // An absent optional output (GoogLeNet's aux logits in training).
   } else if (abs.kind == AbsValue::Kind::Sequence) {
@@ -1516,19 +1513,8 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
                 *c10::OptionalType::create(c10::TensorType::get())))
           fail(fileLoc, "input '" + name + "' of forward has type " +
                             input->type()->repr_str() + ", not Tensor");
-        inputTypes.push_back(RankedTensorType::get(
-            it->shape, elementType(
-                           [&] {
-                             const std::string &d = it->dtype;
-                             if (d == "f32") return at::kFloat;
-                             if (d == "f16") return at::kHalf;
-                             if (d == "bf16") return at::kBFloat16;
-                             if (d == "f64") return at::kDouble;
-                             if (d == "i64") return at::kLong;
-                             if (d == "i32") return at::kInt;
-                             return at::kBool;
-                           }(),
-                           fileLoc)));
+        inputTypes.push_back(
+            RankedTensorType::get(it->shape, it->elementType(context)));
         inputNames.push_back(name);
         bound.push_back({input, AbsValue()});
         continue;

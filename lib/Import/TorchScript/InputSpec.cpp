@@ -2,6 +2,7 @@
 
 #include "fsdp/Import/TorchScript/Import.h"
 
+#include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -10,8 +11,24 @@
 
 using namespace fsdp;
 
-static constexpr const char *kDtypes[] = {"f32", "f16", "bf16", "f64",
-                                          "i64", "i32", "i1"};
+/// The dtypes an input spec names, and their element types.
+static const std::pair<const char *, mlir::Type (*)(mlir::MLIRContext *)>
+    kDtypes[] = {
+        {"f32", [](mlir::MLIRContext *c) -> mlir::Type { return mlir::Float32Type::get(c); }},
+        {"f16", [](mlir::MLIRContext *c) -> mlir::Type { return mlir::Float16Type::get(c); }},
+        {"bf16", [](mlir::MLIRContext *c) -> mlir::Type { return mlir::BFloat16Type::get(c); }},
+        {"f64", [](mlir::MLIRContext *c) -> mlir::Type { return mlir::Float64Type::get(c); }},
+        {"i64", [](mlir::MLIRContext *c) -> mlir::Type { return mlir::IntegerType::get(c, 64); }},
+        {"i32", [](mlir::MLIRContext *c) -> mlir::Type { return mlir::IntegerType::get(c, 32); }},
+        {"i1", [](mlir::MLIRContext *c) -> mlir::Type { return mlir::IntegerType::get(c, 1); }},
+};
+
+mlir::Type InputSpec::elementType(mlir::MLIRContext *context) const {
+  for (const auto &[name, make] : kDtypes)
+    if (dtype == name)
+      return make(context);
+  return {};
+}
 
 std::string InputSpec::str() const {
   std::string text = name + ":";
@@ -37,7 +54,7 @@ bool fsdp::parseInputSpec(llvm::StringRef text, InputSpec &spec,
   llvm::SmallVector<llvm::StringRef> parts;
   type.split(parts, 'x');
   llvm::StringRef dtype = parts.pop_back_val();
-  if (!llvm::is_contained(kDtypes, dtype))
+  if (llvm::none_of(kDtypes, [&](const auto &d) { return dtype == d.first; }))
     return fail("unknown dtype '" + dtype + "'");
   spec.name = name.str();
   spec.dtype = dtype.str();

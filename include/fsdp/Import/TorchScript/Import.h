@@ -27,6 +27,8 @@ struct InputSpec {
   std::string dtype; // f32 f16 bf16 f64 i64 i32 i1
 
   std::string str() const;
+  /// The MLIR element type of `dtype`.
+  mlir::Type elementType(mlir::MLIRContext *context) const;
 };
 
 /// Parses `NAME:DIMSxDTYPE`; on failure returns false and says why in `error`.

@@ -117,58 +117,46 @@ ParseResult CallOp::parse(OpAsmParser &parser, OperationState &result) {
     return failure();
   SmallVector<OpAsmParser::UnresolvedOperand> operands;
   SmallVector<Attribute> args;
-  auto parseArg = [&]() -> ParseResult {
+  // One argument, or one element of a list: `%v`, `none` or an attribute;
+  // operands become placeholders in `into`.
+  auto parseElement = [&](SmallVectorImpl<Attribute> &into) -> ParseResult {
     OpAsmParser::UnresolvedOperand operand;
     OptionalParseResult isOperand = parser.parseOptionalOperand(operand);
     if (isOperand.has_value()) {
       if (failed(*isOperand))
         return failure();
       operands.push_back(operand);
-      args.push_back(TensorArgAttr::get(b.getContext()));
+      into.push_back(TensorArgAttr::get(b.getContext()));
       return success();
     }
     if (succeeded(parser.parseOptionalKeyword("none"))) {
-      args.push_back(NoneAttr::get(b.getContext()));
-      return success();
-    }
-    if (succeeded(parser.parseOptionalLSquare())) {
-      // A Tensor[] of operands, a Tensor?[] mixing operands and `none`, or a
-      // list attribute.
-      SmallVector<Attribute> elements;
-      int64_t numOperands = 0;
-      if (failed(parser.parseOptionalRSquare())) {
-        do {
-          OptionalParseResult element = parser.parseOptionalOperand(operand);
-          if (element.has_value()) {
-            if (failed(*element))
-              return failure();
-            operands.push_back(operand);
-            elements.push_back(TensorArgAttr::get(b.getContext()));
-            ++numOperands;
-            continue;
-          }
-          if (succeeded(parser.parseOptionalKeyword("none"))) {
-            elements.push_back(NoneAttr::get(b.getContext()));
-            continue;
-          }
-          Attribute attr;
-          if (parser.parseAttribute(attr))
-            return failure();
-          elements.push_back(attr);
-        } while (succeeded(parser.parseOptionalComma()));
-        if (parser.parseRSquare())
-          return failure();
-      }
-      if (numOperands > 0 && numOperands == static_cast<int64_t>(elements.size()))
-        args.push_back(TensorListArgAttr::get(b.getContext(), numOperands));
-      else
-        args.push_back(b.getArrayAttr(elements));
+      into.push_back(NoneAttr::get(b.getContext()));
       return success();
     }
     Attribute attr;
     if (parser.parseAttribute(attr))
       return failure();
-    args.push_back(attr);
+    into.push_back(attr);
+    return success();
+  };
+  auto parseArg = [&]() -> ParseResult {
+    if (failed(parser.parseOptionalLSquare()))
+      return parseElement(args);
+    // A Tensor[] of operands, a Tensor?[] mixing operands and `none`, or a
+    // list attribute.
+    SmallVector<Attribute> elements;
+    if (failed(parser.parseOptionalRSquare())) {
+      do {
+        if (parseElement(elements))
+          return failure();
+      } while (succeeded(parser.parseOptionalComma()));
+      if (parser.parseRSquare())
+        return failure();
+    }
+    if (!elements.empty() && llvm::all_of(elements, llvm::IsaPred<TensorArgAttr>))
+      args.push_back(TensorListArgAttr::get(b.getContext(), elements.size()));
+    else
+      args.push_back(b.getArrayAttr(elements));
     return success();
   };
   if (failed(parser.parseOptionalRParen())) {
