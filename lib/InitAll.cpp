@@ -4,6 +4,7 @@
 
 #include "fsdp/Dialect/ATen/IR/ATenDialect.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "fsdp/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -17,4 +18,5 @@ void fsdp::registerAllPasses() {
   // The generic clean-ups users expect from an mlir-opt (canonicalize, cse,
   // symbol-dce, ...).
   mlir::registerTransformsPasses();
+  fsdp::registerTransformsPassesAndPipelines();
 }

@@ -35,10 +35,15 @@ State loadState(const Plan &plan, const std::string &modelPath) {
     found[b.name] = b.value;
   State state;
   for (const StateEntry &entry : plan.state) {
+    if (!entry.fromModel()) {
+      state[entry.name] =
+          at::zeros(entry.type.shape, at::TensorOptions().dtype(entry.type.dtype));
+      continue;
+    }
     auto it = found.find(entry.name);
     for (size_t i = 0; it == found.end() && i < entry.aliases.size(); ++i)
       it = found.find(entry.aliases[i]);
-    const char *what = entry.isParam ? "parameter" : "buffer";
+    const char *what = entry.isParam() ? "parameter" : "buffer";
     if (it == found.end())
       throw Error(std::string("the plan needs ") + what + " '" + entry.name +
                   "', which '" + modelPath + "' does not have");
@@ -55,6 +60,8 @@ State loadState(const Plan &plan, const std::string &modelPath) {
 void saveState(const Plan &plan, const State &state, const std::string &path) {
   c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
   for (const StateEntry &entry : plan.state) {
+    if (!entry.fromModel())
+      continue;
     const at::Tensor &t = state.at(entry.name);
     dict.insert(entry.name, t);
     for (const std::string &alias : entry.aliases)

@@ -150,7 +150,21 @@ Plan loadPlan(const std::string &path) {
     for (const json &s : j.at("state")) {
       StateEntry e;
       e.name = s.at("name").get<std::string>();
-      e.isParam = s.at("kind").get<std::string>() == "param";
+      std::string kind = s.at("kind").get<std::string>();
+      if (kind == "param")
+        e.kind = StateKind::Param;
+      else if (kind == "buffer")
+        e.kind = StateKind::Buffer;
+      else if (kind == "optim")
+        e.kind = StateKind::Optim;
+      else
+        throw Error("plan '" + path + "': state '" + e.name +
+                    "' has unknown kind '" + kind + "'");
+      if (e.kind == StateKind::Optim && s.at("init").get<std::string>() != "zeros")
+        throw Error("plan '" + path + "': optimizer state '" + e.name +
+                    "' has an initial value other than zeros");
+      if (e.kind == StateKind::Optim && s.at("param").is_string())
+        e.param = s.at("param").get<std::string>();
       e.type = parseType(s);
       e.aliases = s.at("aliases").get<std::vector<std::string>>();
       plan.state.push_back(std::move(e));

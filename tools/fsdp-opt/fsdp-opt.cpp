@@ -9,6 +9,7 @@
 #include "fsdp/Import/TorchScript/Import.h"
 #include "fsdp/InitAll.h"
 #include "fsdp/Target/Plan/PlanEmitter.h"
+#include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/IR/AsmState.h"
@@ -36,6 +37,102 @@ static llvm::cl::list<std::string> inputSpecs(
                    "x:8x3x32x32xf32; dtypes f32 f16 bf16 f64 i64 i32 i1); "
                    "repeatable; overrides specs stored in the .pt"),
     llvm::cl::value_desc("NAME:DIMSxDTYPE"), llvm::cl::cat(importCategory));
+
+static llvm::cl::OptionCategory trainCategory(
+    "Training step options (PyTorch's names and defaults)");
+
+static llvm::cl::opt<std::string> lossFlag(
+    "loss",
+    llvm::cl::desc("Build the training step with this loss: cross_entropy, "
+                   "mse, or none (the model returns its own scalar loss)"),
+    llvm::cl::value_desc("LOSS"), llvm::cl::cat(trainCategory));
+static llvm::cl::list<std::string> targetSpecs(
+    "target",
+    llvm::cl::desc("The loss target NAME:DIMSxDTYPE (class indices for "
+                   "cross_entropy, e.g. y:8xi64); overrides a stored one"),
+    llvm::cl::value_desc("NAME:DIMSxDTYPE"), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> optimizerFlag(
+    "optimizer", llvm::cl::desc("The optimizer: sgd or adamw"),
+    llvm::cl::value_desc("NAME"), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<double> lrFlag("lr", llvm::cl::desc("Learning rate (1e-3)"),
+                                    llvm::cl::init(1e-3),
+                                    llvm::cl::cat(trainCategory));
+static llvm::cl::opt<double> weightDecayFlag(
+    "weight-decay",
+    llvm::cl::desc("Weight decay (sgd: 0, adamw: 0.01; AdamW's is decoupled)"),
+    llvm::cl::init(-1.0), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<double> momentumFlag("momentum",
+                                          llvm::cl::desc("SGD momentum (0)"),
+                                          llvm::cl::init(0.0),
+                                          llvm::cl::cat(trainCategory));
+static llvm::cl::opt<bool> nesterovFlag(
+    "nesterov", llvm::cl::desc("SGD with Nesterov momentum"),
+    llvm::cl::init(false), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<double> beta1Flag("beta1",
+                                       llvm::cl::desc("AdamW beta1 (0.9)"),
+                                       llvm::cl::init(0.9),
+                                       llvm::cl::cat(trainCategory));
+static llvm::cl::opt<double> beta2Flag("beta2",
+                                       llvm::cl::desc("AdamW beta2 (0.999)"),
+                                       llvm::cl::init(0.999),
+                                       llvm::cl::cat(trainCategory));
+static llvm::cl::opt<double> epsFlag("eps", llvm::cl::desc("AdamW eps (1e-8)"),
+                                     llvm::cl::init(1e-8),
+                                     llvm::cl::cat(trainCategory));
+
+/// True if the command line asks for the training step.
+static bool wantsTrainStep() { return lossFlag.getNumOccurrences() > 0; }
+
+/// The training-step flags must make sense together; says why not.
+static LogicalResult checkTrainFlags() {
+  using Flags = std::initializer_list<const llvm::cl::Option *>;
+  auto given = [](const llvm::cl::Option &o) {
+    return o.getNumOccurrences() > 0;
+  };
+  auto error = [](const llvm::Twine &message) {
+    llvm::errs() << "error: " << message << "\n";
+    return failure();
+  };
+  if (!wantsTrainStep()) {
+    for (const llvm::cl::Option *o :
+         Flags{&optimizerFlag, &lrFlag, &weightDecayFlag, &momentumFlag,
+               &nesterovFlag, &beta1Flag, &beta2Flag, &epsFlag,
+               std::addressof(targetSpecs)})
+      if (given(*o))
+        return error("--" + o->ArgStr +
+                     " needs --loss: the training step is built from a loss");
+    return success();
+  }
+  if (!given(optimizerFlag))
+    return error("--loss needs --optimizer sgd|adamw");
+  if (optimizerFlag == "sgd") {
+    for (const llvm::cl::Option *o : Flags{&beta1Flag, &beta2Flag, &epsFlag})
+      if (given(*o))
+        return error("--" + o->ArgStr + " applies to --optimizer adamw, not sgd");
+  } else if (optimizerFlag == "adamw") {
+    for (const llvm::cl::Option *o : Flags{&momentumFlag, &nesterovFlag})
+      if (given(*o))
+        return error("--" + o->ArgStr + " applies to --optimizer sgd, not adamw");
+  }
+  return success();
+}
+
+/// The fsdp-train-step pipeline the flags describe.
+static void addTrainStep(PassManager &pm) {
+  fsdp::TrainStepPipelineOptions options;
+  options.loss = lossFlag;
+  options.targets = std::vector<std::string>(targetSpecs.begin(),
+                                             targetSpecs.end());
+  options.optimizer = optimizerFlag;
+  options.lr = lrFlag;
+  options.weightDecay = weightDecayFlag;
+  options.momentum = momentumFlag;
+  options.nesterov = nesterovFlag;
+  options.beta1 = beta1Flag;
+  options.beta2 = beta2Flag;
+  options.eps = epsFlag;
+  fsdp::buildTrainStepPipeline(pm, options);
+}
 
 enum class EmitKind { MLIR, Plan };
 static llvm::cl::opt<EmitKind> emitKind(
@@ -82,6 +179,8 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
 
   PassManager pm(&context, ModuleOp::getOperationName());
   pm.enableTiming(timing);
+  if (wantsTrainStep())
+    addTrainStep(pm);
   if (failed(applyPassManagerCLOptions(pm)) ||
       failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))
     return failure();
@@ -121,6 +220,8 @@ int main(int argc, char **argv) {
       argc, argv, "fsdp-opt: compiles TorchScript training into sharded plans",
       registry);
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+  if (failed(checkTrainFlags()))
+    return 1;
 
   if (inputFilename != "-") {
     if (!llvm::sys::fs::exists(inputFilename)) {
@@ -160,7 +261,7 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  if (emitKind == EmitKind::Plan)
+  if (emitKind == EmitKind::Plan || wantsTrainStep())
     return failed(runOnTorchScript(inputFilename, outputFilename, registry,
                                    config, /*isTorchScript=*/false));
 

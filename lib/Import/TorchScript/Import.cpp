@@ -1443,12 +1443,20 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
     // Input specs: those stored by python/fsdp_export.py, overridden by the
     // command line.
     std::vector<InputSpec> specs;
+    std::vector<std::string> storedTargets;
     if (!extra[kMetadataExtraFile].empty()) {
       auto json = llvm::json::parse(extra[kMetadataExtraFile]);
       const llvm::json::Array *inputs = nullptr;
       if (json)
-        if (auto *object = json->getAsObject())
+        if (auto *object = json->getAsObject()) {
           inputs = object->getArray("inputs");
+          // Loss targets are not forward inputs: the training step reads
+          // them from the module (`fsdp.targets`).
+          if (const llvm::json::Array *targets = object->getArray("targets"))
+            for (const llvm::json::Value &t : *targets)
+              if (auto text = t.getAsString())
+                storedTargets.push_back(text->str());
+        }
       if (!inputs)
         fail(fileLoc, std::string("malformed ") + kMetadataExtraFile +
                           " in '" + path + "'");
@@ -1485,6 +1493,12 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
     inlineTiming.stop();
     TimingScope stateTiming = timing.nest("declare parameters and buffers");
     module = ModuleOp::create(fileLoc);
+    if (!storedTargets.empty()) {
+      SmallVector<Attribute> targets;
+      for (const std::string &t : storedTargets)
+        targets.push_back(builder.getStringAttr(t));
+      module->setAttr("fsdp.targets", builder.getArrayAttr(targets));
+    }
     builder.setInsertionPointToEnd(module.getBody());
     declareState(root);
     stateTiming.stop();

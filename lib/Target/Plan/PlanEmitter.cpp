@@ -152,6 +152,19 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
     } else if (auto buffer = dyn_cast<BufferOp>(op)) {
       if (failed(describe(buffer, "buffer")))
         return failure();
+    } else if (auto optim = dyn_cast<OptimStateOp>(op)) {
+      // Optimizer state starts at zero; it is not in the model file.
+      FailureOr<json::Value> type = typeJson(optim, optim.getType());
+      if (failed(type))
+        return failure();
+      json::Object entry = std::move(*type->getAsObject());
+      entry["name"] = optim.getSymName();
+      entry["kind"] = "optim";
+      entry["param"] = optim.getParam() ? json::Value(*optim.getParam())
+                                        : json::Value(nullptr);
+      entry["init"] = "zeros";
+      entry["aliases"] = json::Array();
+      state.push_back(std::move(entry));
     }
   }
 

@@ -68,7 +68,7 @@ fsdp.buffer @w : tensor<4xf32> in "" : "M"
 //===----------------------------------------------------------------------===//
 
 func.func @get_undefined() {
-  // expected-error@+1 {{'fsdp.get' op refers to @missing, which is not a parameter or buffer}}
+  // expected-error@+1 {{'fsdp.get' op refers to @missing, which is not a parameter, buffer or optimizer state}}
   %0 = fsdp.get @missing : tensor<4xf32>
   return
 }
@@ -78,7 +78,7 @@ func.func @get_undefined() {
 // Aliases are not symbols: a tied weight is read by its first name.
 fsdp.param @wte.weight : tensor<4xf32> in "wte" : "M" aliases ["lm_head.weight"]
 func.func @get_alias() {
-  // expected-error@+1 {{'fsdp.get' op refers to @lm_head.weight, which is not a parameter or buffer}}
+  // expected-error@+1 {{'fsdp.get' op refers to @lm_head.weight, which is not a parameter, buffer or optimizer state}}
   %0 = fsdp.get @lm_head.weight : tensor<4xf32>
   return
 }
@@ -88,7 +88,7 @@ func.func @get_alias() {
 fsdp.param @w : tensor<4xf32> in "" : "M"
 fsdp.flat_param @unit0 for "" params [@w] offsets [0] numel 4 padded 4 shards 1 : f32
 func.func @get_flat_param() {
-  // expected-error@+1 {{'fsdp.get' op refers to @unit0, which is not a parameter or buffer}}
+  // expected-error@+1 {{'fsdp.get' op refers to @unit0, which is not a parameter, buffer or optimizer state}}
   %0 = fsdp.get @unit0 : tensor<4xf32>
   return
 }
@@ -121,17 +121,62 @@ func.func @get_dynamic() {
 
 // -----
 
+//===----------------------------------------------------------------------===//
+// fsdp.optim_state / fsdp.grad
+//===----------------------------------------------------------------------===//
+
+// expected-error@+1 {{'fsdp.optim_state' op is for @fc1.weight, which is not a parameter}}
+fsdp.optim_state @"fc1.weight:exp_avg" : tensor<16x32xf32> for @fc1.weight
+
+// -----
+
+fsdp.buffer @bn.running_mean : tensor<16xf32> in "bn" : "M"
+// expected-error@+1 {{'fsdp.optim_state' op is for @bn.running_mean, which is not a parameter}}
+fsdp.optim_state @"bn.running_mean:exp_avg" : tensor<16xf32> for @bn.running_mean
+
+// -----
+
 fsdp.param @fc1.weight : tensor<16x32xf32> in "fc1" : "M"
-func.func @update_param(%v: tensor<16x32xf32>) {
-  // expected-error@+1 {{'fsdp.update' op can only update a buffer, but @fc1.weight is a parameter}}
-  fsdp.update @fc1.weight, %v : tensor<16x32xf32>
+// expected-error@+1 {{'fsdp.optim_state' op has type 'tensor<32x16xf32>' but its parameter @fc1.weight has type 'tensor<16x32xf32>'}}
+fsdp.optim_state @"fc1.weight:exp_avg" : tensor<32x16xf32> for @fc1.weight
+
+// -----
+
+// expected-error@+1 {{'fsdp.optim_state' op attribute 'type' failed to satisfy constraint: type attribute of statically shaped tensor of any type values}}
+fsdp.optim_state @"optim:step" : tensor<?xf64>
+
+// -----
+
+fsdp.buffer @bn.running_mean : tensor<16xf32> in "bn" : "M"
+func.func @grad_of_buffer(%g: tensor<16xf32>) {
+  // expected-error@+1 {{'fsdp.grad' op refers to @bn.running_mean, which is not a parameter}}
+  fsdp.grad @bn.running_mean, %g : tensor<16xf32>
+  return
+}
+
+// -----
+
+fsdp.param @fc1.weight : tensor<16x32xf32> in "fc1" : "M"
+func.func @grad_type(%g: tensor<16x32xf64>) {
+  // expected-error@+1 {{'fsdp.grad' op gradient type 'tensor<16x32xf64>' does not match @fc1.weight of type 'tensor<16x32xf32>'}}
+  fsdp.grad @fc1.weight, %g : tensor<16x32xf64>
+  return
+}
+
+// -----
+
+fsdp.param @fc1.weight : tensor<16x32xf32> in "fc1" : "M"
+fsdp.optim_state @"fc1.weight:momentum_buffer" : tensor<16x32xf32> for @fc1.weight
+func.func @update_optim_type(%v: tensor<16x32xf16>) {
+  // expected-error@+1 {{'fsdp.update' op value type 'tensor<16x32xf16>' does not match @"fc1.weight:momentum_buffer" of type 'tensor<16x32xf32>'}}
+  fsdp.update @"fc1.weight:momentum_buffer", %v : tensor<16x32xf16>
   return
 }
 
 // -----
 
 func.func @update_undefined(%v: tensor<4xf32>) {
-  // expected-error@+1 {{'fsdp.update' op refers to @missing, which is not a parameter or buffer}}
+  // expected-error@+1 {{'fsdp.update' op refers to @missing, which is not a parameter, buffer or optimizer state}}
   fsdp.update @missing, %v : tensor<4xf32>
   return
 }

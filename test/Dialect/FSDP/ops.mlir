@@ -63,6 +63,32 @@ func.func @state(%m: tensor<16xf32>, %n: tensor<i64>) -> tensor<16x32xf32> {
 }
 
 //===----------------------------------------------------------------------===//
+// Optimizer state and gradients
+//===----------------------------------------------------------------------===//
+
+// Names with `:` print quoted.
+// CHECK:       fsdp.optim_state @"fc1.weight:momentum_buffer" : tensor<16x32xf32> for @fc1.weight{{$}}
+// CHECK-NEXT:  fsdp.optim_state @"optim:step" : tensor<f64>{{$}}
+// GENERIC:     "fsdp.optim_state"() <{param = @fc1.weight, sym_name = "fc1.weight:momentum_buffer", type = tensor<16x32xf32>}> : () -> ()
+fsdp.optim_state @"fc1.weight:momentum_buffer" : tensor<16x32xf32> for @fc1.weight
+fsdp.optim_state @"optim:step" : tensor<f64>
+
+// CHECK-LABEL: func.func @sgd_step(
+// CHECK-SAME:    %[[G:[a-z0-9]+]]: tensor<16x32xf32>, %[[P:[a-z0-9]+]]: tensor<16x32xf32>)
+// CHECK-NEXT:    fsdp.grad @fc1.weight, %[[G]] : tensor<16x32xf32>
+// CHECK-NEXT:    %{{.+}} = fsdp.get @"fc1.weight:momentum_buffer" : tensor<16x32xf32>
+// CHECK-NEXT:    fsdp.update @fc1.weight, %[[P]] : tensor<16x32xf32>
+// CHECK-NEXT:    fsdp.update @"fc1.weight:momentum_buffer", %[[G]] : tensor<16x32xf32>
+// GENERIC:       "fsdp.grad"(%{{.+}}) <{param = @fc1.weight}> : (tensor<16x32xf32>) -> ()
+func.func @sgd_step(%g: tensor<16x32xf32>, %p: tensor<16x32xf32>) {
+  fsdp.grad @fc1.weight, %g : tensor<16x32xf32>
+  %m = fsdp.get @"fc1.weight:momentum_buffer" : tensor<16x32xf32>
+  fsdp.update @fc1.weight, %p : tensor<16x32xf32>
+  fsdp.update @"fc1.weight:momentum_buffer", %g : tensor<16x32xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
 // A sharded step: gather, view, free, reduce-scatter, all-reduce
 //===----------------------------------------------------------------------===//
 

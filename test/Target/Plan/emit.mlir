@@ -21,7 +21,7 @@ func.func @forward(%x: tensor<2x3xf32> {fsdp.name = "x"}, %i: tensor<2xi64> {fsd
 }
 
 // CHECK:      "format": "fsdp-plan",
-// CHECK-NEXT: "version": 1,
+// CHECK-NEXT: "version": 2,
 // CHECK-NEXT: "function": "forward",
 // CHECK:      "state": [
 // CHECK-NEXT:   {"aliases":["head.weight"],"class":"torch.nn.modules.linear.Linear","dtype":"f32","kind":"param","module":"fc","name":"fc.weight","shape":[4,3]},

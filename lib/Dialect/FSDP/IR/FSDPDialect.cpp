@@ -73,27 +73,23 @@ LogicalResult ParamOp::verify() {
 
 LogicalResult BufferOp::verify() { return verifyStateSymbol(*this); }
 
-/// The parameter or buffer `name` refers to, with its type; an error at `op`
-/// if there is none.
+/// The type of the state symbol (parameter, buffer or optimizer state) `name`
+/// refers to; an error at `op` if there is none.
 static FailureOr<Type> lookupState(Operation *op, FlatSymbolRefAttr name,
-                                   SymbolTableCollection &symbolTable,
-                                   bool buffersOnly) {
+                                   SymbolTableCollection &symbolTable) {
   Operation *symbol = symbolTable.lookupNearestSymbolFrom(op, name);
   if (auto buffer = dyn_cast_or_null<BufferOp>(symbol))
     return buffer.getType();
-  if (auto param = dyn_cast_or_null<ParamOp>(symbol)) {
-    if (!buffersOnly)
-      return param.getType();
-    return op->emitOpError("can only update a buffer, but ")
-           << name << " is a parameter";
-  }
+  if (auto param = dyn_cast_or_null<ParamOp>(symbol))
+    return param.getType();
+  if (auto state = dyn_cast_or_null<OptimStateOp>(symbol))
+    return state.getType();
   return op->emitOpError("refers to ")
-         << name << ", which is not a parameter or buffer";
+         << name << ", which is not a parameter, buffer or optimizer state";
 }
 
 LogicalResult GetOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  FailureOr<Type> type =
-      lookupState(*this, getNameAttr(), symbolTable, /*buffersOnly=*/false);
+  FailureOr<Type> type = lookupState(*this, getNameAttr(), symbolTable);
   if (failed(type))
     return failure();
   if (*type != getType())
@@ -104,14 +100,41 @@ LogicalResult GetOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 LogicalResult UpdateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  FailureOr<Type> type =
-      lookupState(*this, getNameAttr(), symbolTable, /*buffersOnly=*/true);
+  FailureOr<Type> type = lookupState(*this, getNameAttr(), symbolTable);
   if (failed(type))
     return failure();
   if (*type != getValue().getType())
     return emitOpError("value type ")
            << getValue().getType() << " does not match " << getNameAttr()
            << " of type " << *type;
+  return success();
+}
+
+LogicalResult GradOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getParamAttr());
+  if (!param)
+    return emitOpError("refers to ")
+           << getParamAttr() << ", which is not a parameter";
+  if (param.getType() != getValue().getType())
+    return emitOpError("gradient type ")
+           << getValue().getType() << " does not match " << getParamAttr()
+           << " of type " << param.getType();
+  return success();
+}
+
+LogicalResult
+OptimStateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  if (!getParamAttr())
+    return success();
+  auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getParamAttr());
+  if (!param)
+    return emitOpError("is for ")
+           << getParamAttr() << ", which is not a parameter";
+  if (cast<ShapedType>(param.getType()).getShape() !=
+      cast<ShapedType>(getType()).getShape())
+    return emitOpError("has type ")
+           << getType() << " but its parameter " << getParamAttr()
+           << " has type " << param.getType();
   return success();
 }
 

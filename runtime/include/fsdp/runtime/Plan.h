@@ -17,7 +17,7 @@
 namespace fsdp::runtime {
 
 /// The plan format version this runtime reads.
-constexpr int64_t kPlanFormatVersion = 1;
+constexpr int64_t kPlanFormatVersion = 2;
 
 /// A user-facing error: the message says what is wrong and where.
 struct Error : std::runtime_error {
@@ -30,11 +30,18 @@ struct TensorSpec {
   std::string str() const; // e.g. "4x32xf32"
 };
 
+enum class StateKind { Param, Buffer, Optim };
+
 struct StateEntry {
   std::string name;
-  bool isParam = false;
+  StateKind kind = StateKind::Buffer;
   TensorSpec type;
   std::vector<std::string> aliases;
+  std::string param; // Optim: the parameter it belongs to ("" if none)
+
+  bool isParam() const { return kind == StateKind::Param; }
+  /// Read from the model file (parameters and buffers), rather than zero.
+  bool fromModel() const { return kind != StateKind::Optim; }
 };
 
 struct InputEntry {

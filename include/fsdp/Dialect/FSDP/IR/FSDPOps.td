@@ -111,7 +111,7 @@ def FSDP_BufferOp : FSDP_StateSymbolOp<"buffer"> {
 // Not Pure: `fsdp.update` changes what a later `fsdp.get` reads.
 def FSDP_GetOp : FSDP_Op<"get",
     [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "reads the value of a parameter or buffer";
+  let summary = "reads the value of a parameter, buffer or optimizer state";
   let description = [{
     ```mlir
     %w = fsdp.get @"fc1.weight" : tensor<16x32xf32>
@@ -122,13 +122,51 @@ def FSDP_GetOp : FSDP_Op<"get",
   let assemblyFormat = "$name attr-dict `:` type($result)";
 }
 
+def FSDP_OptimStateOp : FSDP_Op<"optim_state",
+    [Symbol, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "optimizer state, zero before the first step";
+  let description = [{
+    State the optimizer keeps between steps: a parameter's momentum buffer or
+    Adam moments (`for` names the parameter; the state is shaped like it), or
+    a step count shared by all parameters. It starts at zero. Names use `:`,
+    which no Python attribute name holds, so they never collide with an FQN.
+
+    ```mlir
+    fsdp.optim_state @"fc1.weight:exp_avg" : tensor<16x32xf32> for @"fc1.weight"
+    fsdp.optim_state @"optim:step" : tensor<f64>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<AnyStaticShapeTensor>:$type,
+                       OptionalAttr<FlatSymbolRefAttr>:$param);
+  let assemblyFormat = "$sym_name `:` $type (`for` $param^)? attr-dict";
+}
+
+def FSDP_GradOp : FSDP_Op<"grad",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "the complete gradient of the loss with respect to a parameter";
+  let description = [{
+    Placed by reverse-mode differentiation right after the last contribution
+    to a parameter's gradient; the optimizer (and, later, gradient
+    reduction) starts from here. A parameter the loss does not depend on has
+    no `fsdp.grad`, and the optimizer leaves it alone, as PyTorch leaves a
+    parameter whose `.grad` is None.
+
+    ```mlir
+    fsdp.grad @"fc1.weight", %g : tensor<16x32xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, AnyStaticShapeTensor:$value);
+  let assemblyFormat = "$param `,` $value attr-dict `:` type($value)";
+}
+
 def FSDP_UpdateOp : FSDP_Op<"update",
     [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "writes a buffer's new value (an explicit state update)";
+  let summary = "writes a state symbol's new value (an explicit state update)";
   let description = [{
-    The in-place updates a module makes to its buffers in training mode
-    (BatchNorm's running statistics, `num_batches_tracked`), made explicit: the
-    buffer holds `value` after the step.
+    The symbol holds `value` after the step: the in-place updates a module
+    makes to its buffers in training mode (BatchNorm's running statistics,
+    `num_batches_tracked`), and the optimizer's new parameters and state.
 
     ```mlir
     fsdp.update @"bn.running_mean", %new : tensor<16xf32>

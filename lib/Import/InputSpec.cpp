@@ -1,6 +1,6 @@
 //===- InputSpec.cpp - `--input` specs and file recognition ----------------===//
 
-#include "fsdp/Import/TorchScript/Import.h"
+#include "fsdp/Import/InputSpec.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/STLExtras.h"

@@ -1,0 +1,225 @@
+//===- Autodiff.cpp - reverse-mode differentiation of the loss -------------===//
+//
+// The step is one block of SSA ops, so reverse mode is a single backward walk:
+// gradients of each op's results are known once every later use has been
+// visited. Only "active" values are differentiated: floating-point values
+// that depend on a parameter and that the loss depends on (the same values
+// eager autograd would record).
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/ATen/Gradients.h"
+#include "fsdp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace fsdp {
+#define GEN_PASS_DEF_AUTODIFF
+#include "fsdp/Transforms/Passes.h.inc"
+} // namespace fsdp
+
+using namespace mlir;
+using namespace fsdp;
+
+namespace {
+
+bool isFloatTensor(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  return type && isa<FloatType>(type.getElementType());
+}
+
+/// An op that writes its first argument in place (`aten::relu_`): its first
+/// result and the new value of that argument are one value. Returns the
+/// index of the latter, or -1.
+int64_t inPlaceSelfResult(aten::CallOp call) {
+  StringRef base = call.getOverload().split('.').first;
+  auto mutates = call.getMutates();
+  if (!mutates || !base.ends_with("_") || call.getNumSchemaResults() == 0)
+    return -1;
+  for (auto [k, arg] : llvm::enumerate(*mutates))
+    if (arg == 0)
+      return call.getNumSchemaResults() + k;
+  return -1;
+}
+
+class Differentiator {
+public:
+  Differentiator(ModuleOp module, func::FuncOp func)
+      : module(module), func(func), body(func.getBody().front()) {
+    for (auto param : module.getOps<ParamOp>())
+      params.insert(param.getSymName());
+  }
+
+  LogicalResult run();
+
+private:
+  /// Values that depend on a parameter and that the loss depends on.
+  void analyze();
+  LogicalResult prepare();
+  LogicalResult backward();
+  void accumulate(aten::ATenBuilder &b, Value operand, Value grad);
+
+  ModuleOp module;
+  func::FuncOp func;
+  Block &body;
+  Value loss;
+  llvm::StringSet<> params;
+  llvm::DenseSet<Value> active;
+  llvm::DenseMap<Value, Value> grads;
+};
+
+LogicalResult Differentiator::run() {
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  if (ret.getNumOperands() == 0 || !isFloatTensor(ret.getOperand(0)) ||
+      cast<RankedTensorType>(ret.getOperand(0).getType()).getRank() != 0)
+    return func.emitOpError("must return a scalar floating-point loss first "
+                            "to be differentiated");
+  loss = ret.getOperand(0);
+  if (failed(prepare()))
+    return failure();
+  return backward();
+}
+
+void Differentiator::analyze() {
+  llvm::DenseSet<Value> varied;
+  for (Operation &op : body) {
+    if (auto get = dyn_cast<GetOp>(op)) {
+      if (params.contains(get.getName()) && isFloatTensor(get.getResult()))
+        varied.insert(get.getResult());
+      continue;
+    }
+    auto call = dyn_cast<aten::CallOp>(op);
+    if (!call || aten::isNonDifferentiable(call.getOverload()))
+      continue;
+    if (llvm::any_of(call.getOperands(),
+                     [&](Value v) { return varied.contains(v); }))
+      for (Value r : call.getResults())
+        if (isFloatTensor(r))
+          varied.insert(r);
+  }
+  active.clear();
+  if (varied.contains(loss))
+    active.insert(loss);
+  for (Operation &op : llvm::reverse(body)) {
+    auto call = dyn_cast<aten::CallOp>(op);
+    if (!call || llvm::none_of(call.getResults(),
+                               [&](Value r) { return active.contains(r); }))
+      continue;
+    for (Value operand : call.getOperands())
+      if (varied.contains(operand))
+        active.insert(operand);
+  }
+}
+
+LogicalResult Differentiator::prepare() {
+  analyze();
+  SmallVector<aten::CallOp> rewrite;
+  for (auto call : body.getOps<aten::CallOp>()) {
+    if (llvm::none_of(call.getResults(),
+                      [&](Value r) { return active.contains(r); }))
+      continue;
+    const aten::GradientRule *rule = aten::lookupGradient(call.getOverload());
+    if (rule && rule->prepare)
+      rewrite.push_back(call);
+  }
+  for (aten::CallOp call : rewrite) {
+    OpBuilder builder(call);
+    aten::ATenBuilder b(builder, call.getLoc());
+    if (failed(aten::lookupGradient(call.getOverload())->prepare(b, call)))
+      return failure();
+  }
+  if (!rewrite.empty())
+    analyze();
+  return success();
+}
+
+void Differentiator::accumulate(aten::ATenBuilder &b, Value operand,
+                                Value grad) {
+  Value &slot = grads[operand];
+  slot = slot ? b.add(slot, grad) : grad;
+}
+
+LogicalResult Differentiator::backward() {
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  if (!active.contains(loss))
+    return func.emitOpError("returns a loss that depends on no parameter: "
+                            "there is nothing to train");
+  OpBuilder builder(ret);
+  aten::ATenBuilder b(builder, ret.getLoc());
+  // d loss / d loss = 1, as loss.backward() seeds it.
+  grads[loss] = b.splat(cast<RankedTensorType>(loss.getType()), 1.0);
+
+  SmallVector<Operation *> forward;
+  for (Operation &op : body.without_terminator())
+    forward.push_back(&op);
+  for (Operation *op : llvm::reverse(forward)) {
+    auto call = dyn_cast<aten::CallOp>(op);
+    if (!call)
+      continue;
+    SmallVector<Value> resultGrads;
+    for (Value r : call.getResults())
+      resultGrads.push_back(active.contains(r) ? grads.lookup(r) : Value());
+    if (int64_t self = inPlaceSelfResult(call); self >= 0 && resultGrads[self]) {
+      // Both name the value the op wrote: their gradients add up.
+      b.setLoc(call.getLoc());
+      resultGrads[0] = resultGrads[0] ? b.add(resultGrads[0], resultGrads[self])
+                                      : resultGrads[self];
+      resultGrads[self] = Value();
+    }
+    if (llvm::none_of(resultGrads, [](Value g) { return bool(g); }))
+      continue;
+    const aten::GradientRule *rule = aten::lookupGradient(call.getOverload());
+    if (!rule || !rule->backward)
+      return call.emitOpError("has no gradient rule, but it lies on the path "
+                              "from the parameters to the loss");
+    SmallVector<bool> needs;
+    for (Value operand : call.getOperands())
+      needs.push_back(active.contains(operand));
+    b.setLoc(call.getLoc());
+    aten::GradientContext context(b, call, resultGrads, needs);
+    if (failed(rule->backward(context)))
+      return failure();
+    for (auto [index, grad] : llvm::enumerate(context.operandGrads())) {
+      if (!grad || !needs[index])
+        continue;
+      Value operand = call.getOperand(index);
+      auto want = cast<RankedTensorType>(operand.getType());
+      auto got = cast<RankedTensorType>(grad.getType());
+      if (want.getShape() != got.getShape())
+        return call.emitOpError("gradient rule produced ")
+               << got << " for operand #" << index << " of type " << want
+               << " (a bug in the rule)";
+      accumulate(b, operand, b.cast(grad, want.getElementType()));
+    }
+  }
+
+  // Each parameter's gradient is complete after its last contribution.
+  for (auto get : body.getOps<GetOp>()) {
+    Value grad = grads.lookup(get.getResult());
+    if (!grad || !params.contains(get.getName()))
+      continue;
+    OpBuilder::InsertionGuard guard(builder);
+    if (Operation *def = grad.getDefiningOp())
+      builder.setInsertionPointAfter(def);
+    GradOp::create(builder, get.getLoc(), get.getNameAttr(), grad);
+  }
+  return success();
+}
+
+struct Autodiff : fsdp::impl::AutodiffBase<Autodiff> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto func = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!func) {
+      module.emitError("no @train_step to differentiate (fsdp-append-loss "
+                       "builds it)");
+      return signalPassFailure();
+    }
+    if (failed(Differentiator(module, func).run()))
+      signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,197 @@
+//===- Optimizer.cpp - fsdp.grad becomes the optimizer's update ------------===//
+//
+// The update rules of torch.optim.SGD and torch.optim.AdamW in their
+// single-tensor form, op for op, so that the arithmetic (and its rounding) is
+// PyTorch's. Optimizer state is zero before the first step: for SGD's
+// momentum buffer, `0 * momentum + grad` is exactly PyTorch's first-step copy
+// of the gradient.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/ATen/IR/ATenBuilder.h"
+#include "fsdp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <cmath>
+
+namespace fsdp {
+#define GEN_PASS_DEF_OPTIMIZER
+#include "fsdp/Transforms/Passes.h.inc"
+} // namespace fsdp
+
+using namespace mlir;
+using namespace fsdp;
+
+namespace {
+
+struct Optimizer : fsdp::impl::OptimizerBase<Optimizer> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (failed(run(getOperation())))
+      signalPassFailure();
+  }
+
+  LogicalResult run(ModuleOp module);
+  LogicalResult checkOptions(ModuleOp module);
+
+  /// Declares optimizer state `name` (zero at the start).
+  FlatSymbolRefAttr declareState(StringRef name, RankedTensorType type,
+                                 FlatSymbolRefAttr param);
+  Value read(OpBuilder &b, Location loc, FlatSymbolRefAttr name,
+             RankedTensorType type) {
+    return GetOp::create(b, loc, type, name);
+  }
+
+  void sgd(aten::ATenBuilder &b, GradOp grad, Value param);
+  void adamw(aten::ATenBuilder &b, GradOp grad, Value param);
+  /// AdamW's per-step scalars, computed once before the first update.
+  void adamwStep(aten::ATenBuilder &b, RankedTensorType paramType);
+
+  OpBuilder *symbols = nullptr; // where state symbols are declared
+  double decay = 0.0;
+  Value negStepSize, bias2Sqrt;
+};
+
+LogicalResult Optimizer::checkOptions(ModuleOp module) {
+  // torch.optim's own checks.
+  if (optimizer != "sgd" && optimizer != "adamw")
+    return module.emitError("unknown optimizer '")
+           << optimizer << "': expected sgd or adamw";
+  decay = weightDecay < 0 ? (optimizer == "adamw" ? 1e-2 : 0.0)
+                          : double(weightDecay);
+  if (!(lr >= 0.0))
+    return module.emitError("invalid learning rate: ") << lr;
+  if (!(momentum >= 0.0))
+    return module.emitError("invalid momentum value: ") << momentum;
+  if (nesterov && momentum <= 0.0)
+    return module.emitError("Nesterov momentum requires a momentum");
+  if (!(eps >= 0.0))
+    return module.emitError("invalid epsilon value: ") << eps;
+  if (!(beta1 >= 0.0 && beta1 < 1.0))
+    return module.emitError("invalid beta1 (beta parameter at index 0): ")
+           << beta1;
+  if (!(beta2 >= 0.0 && beta2 < 1.0))
+    return module.emitError("invalid beta2 (beta parameter at index 1): ")
+           << beta2;
+  return success();
+}
+
+FlatSymbolRefAttr Optimizer::declareState(StringRef name,
+                                          RankedTensorType type,
+                                          FlatSymbolRefAttr param) {
+  OptimStateOp::create(*symbols, symbols->getUnknownLoc(), name, type, param);
+  return FlatSymbolRefAttr::get(symbols->getContext(), name);
+}
+
+void Optimizer::sgd(aten::ATenBuilder &b, GradOp grad, Value param) {
+  auto type = cast<RankedTensorType>(param.getType());
+  Location loc = grad.getLoc();
+  OpBuilder &ob = b.builder();
+  // d_p = grad (+ weight_decay * param)
+  Value dp = grad.getValue();
+  if (decay != 0.0)
+    dp = b.add(dp, param, decay);
+  if (momentum != 0.0) {
+    auto name = declareState((grad.getParam() + ":momentum_buffer").str(), type,
+                             grad.getParamAttr());
+    // buf = buf * momentum + d_p  (dampening 0)
+    Value buf = b.add(b.mulScalar(read(ob, loc, name, type), momentum), dp);
+    UpdateOp::create(ob, loc, name, buf);
+    dp = nesterov ? b.add(dp, buf, momentum) : buf;
+  }
+  Value updated = b.add(param, dp, -lr);
+  UpdateOp::create(ob, loc, grad.getParamAttr(), updated);
+}
+
+void Optimizer::adamwStep(aten::ATenBuilder &b, RankedTensorType paramType) {
+  // step += 1; bias corrections in f64, as Python computes them from the
+  // step count.
+  OpBuilder &ob = b.builder();
+  Location loc = b.getLoc();
+  auto f64 = RankedTensorType::get({}, ob.getF64Type());
+  auto name = declareState("optim:step", f64, FlatSymbolRefAttr());
+  Value step = b.addScalar(read(ob, loc, name, f64), 1.0);
+  UpdateOp::create(ob, loc, name, step);
+  auto biasCorrection = [&](double beta) {
+    // 1 - beta ** step
+    Value power = b.call("aten::pow.Scalar", {b.f64(beta), step}, f64);
+    return b.call("aten::rsub.Scalar", {power, b.f64(1.0), b.i64(1)}, f64);
+  };
+  Value bias1 = biasCorrection(beta1), bias2 = biasCorrection(beta2);
+  // -(lr / bias1), and sqrt(bias2)
+  negStepSize = b.div(b.splat(f64, -lr), bias1);
+  bias2Sqrt = b.unary("aten::sqrt", bias2);
+  (void)paramType;
+}
+
+void Optimizer::adamw(aten::ATenBuilder &b, GradOp grad, Value param) {
+  auto type = cast<RankedTensorType>(param.getType());
+  Location loc = grad.getLoc();
+  OpBuilder &ob = b.builder();
+  Value g = grad.getValue();
+  StringRef p = grad.getParam();
+  auto avgName = declareState((p + ":exp_avg").str(), type, grad.getParamAttr());
+  auto sqName =
+      declareState((p + ":exp_avg_sq").str(), type, grad.getParamAttr());
+  // param.mul_(1 - lr * weight_decay)
+  Value decayed = decay != 0.0 ? b.mulScalar(param, 1.0 - lr * decay) : param;
+  // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+  Value avg = b.add(b.mulScalar(read(ob, loc, avgName, type), beta1), g,
+                    1.0 - beta1);
+  // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+  Value sq = b.call("aten::addcmul",
+                    {b.mulScalar(read(ob, loc, sqName, type), beta2), g, g,
+                     b.f64(1.0 - beta2)},
+                    type);
+  // denom = (exp_avg_sq.sqrt() / sqrt(bias2)).add_(eps)
+  Value denom = b.addScalar(b.div(b.unary("aten::sqrt", sq), bias2Sqrt), eps);
+  // param.addcdiv_(exp_avg, denom, value=-step_size): addcdiv computes
+  // param + (value * exp_avg) / denom.
+  Value update = b.div(b.mul(avg, negStepSize), denom);
+  Value updated = b.add(decayed, update);
+  UpdateOp::create(ob, loc, grad.getParamAttr(), updated);
+  UpdateOp::create(ob, loc, avgName, avg);
+  UpdateOp::create(ob, loc, sqName, sq);
+}
+
+LogicalResult Optimizer::run(ModuleOp module) {
+  if (failed(checkOptions(module)))
+    return failure();
+  auto func = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!func)
+    return module.emitError("no @train_step to add the optimizer to");
+  SmallVector<GradOp> gradOps(func.getBody().getOps<GradOp>());
+  if (gradOps.empty())
+    return func.emitOpError("has no fsdp.grad: run fsdp-autodiff before "
+                            "fsdp-optimizer");
+
+  // State symbols go after the model's own, before the function.
+  OpBuilder symbolBuilder(func);
+  symbols = &symbolBuilder;
+  llvm::DenseMap<StringAttr, Value> current;
+  for (auto get : func.getBody().getOps<GetOp>())
+    current.try_emplace(get.getNameAttr().getAttr(), get.getResult());
+
+  OpBuilder builder(gradOps.front());
+  aten::ATenBuilder b(builder, gradOps.front().getLoc());
+  if (optimizer == "adamw")
+    adamwStep(b, cast<RankedTensorType>(gradOps.front().getValue().getType()));
+  for (GradOp grad : gradOps) {
+    builder.setInsertionPoint(grad);
+    b.setLoc(grad.getLoc());
+    Value param = current.lookup(grad.getParamAttr().getAttr());
+    if (!param)
+      param = GetOp::create(builder, grad.getLoc(), grad.getValue().getType(),
+                            grad.getParamAttr());
+    if (optimizer == "sgd")
+      sgd(b, grad, param);
+    else
+      adamw(b, grad, param);
+    grad.erase();
+  }
+  return success();
+}
+
+} // namespace
