@@ -33,6 +33,15 @@ def spec(name, tensor):
     return f"{name}:{dims}{_DTYPES[tensor.dtype]}"
 
 
+def non_persistent_buffers(module):
+    """FQNs of the buffers registered with persistent=False."""
+    names = []
+    for prefix, m in module.named_modules():
+        for b in sorted(getattr(m, "_non_persistent_buffers_set", ())):
+            names.append(f"{prefix}.{b}" if prefix else b)
+    return names
+
+
 def save(module, path, inputs, method="trace", targets=None, store_specs=True):
     """Trace or script `module` in training mode and save it to `path`.
 
@@ -53,6 +62,9 @@ def save(module, path, inputs, method="trace", targets=None, store_specs=True):
         "version": 1,
         "inputs": [spec(k, v) for k, v in inputs.items()],
         "targets": [spec(k, v) for k, v in (targets or {}).items()],
+        # TorchScript forgets `persistent=False`; a checkpoint must leave
+        # these buffers out for load_state_dict to accept it.
+        "non_persistent_buffers": non_persistent_buffers(module),
     }
     extra = {META_FILE: json.dumps(meta)} if store_specs else {}
     torch.jit.save(scripted, path, _extra_files=extra)

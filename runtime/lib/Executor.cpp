@@ -60,7 +60,7 @@ State loadState(const Plan &plan, const std::string &modelPath) {
 void saveState(const Plan &plan, const State &state, const std::string &path) {
   c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
   for (const StateEntry &entry : plan.state) {
-    if (!entry.fromModel())
+    if (!entry.fromModel() || !entry.persistent)
       continue;
     const at::Tensor &t = state.at(entry.name);
     dict.insert(entry.name, t);

@@ -165,6 +165,7 @@ Plan loadPlan(const std::string &path) {
                     "' has an initial value other than zeros");
       if (e.kind == StateKind::Optim && s.at("param").is_string())
         e.param = s.at("param").get<std::string>();
+      e.persistent = s.value("persistent", true);
       e.type = parseType(s);
       e.aliases = s.at("aliases").get<std::vector<std::string>>();
       plan.state.push_back(std::move(e));

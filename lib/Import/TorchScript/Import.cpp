@@ -220,6 +220,8 @@ private:
   llvm::StringSet<> noMetaKernel;
   // The input specs, for messages about shapes that do not fit the model.
   std::string inputSummary;
+  // Buffers registered with persistent=False (fsdp_export.py records them).
+  llvm::StringSet<> nonPersistent;
 };
 
 } // namespace
@@ -457,7 +459,7 @@ void Importer::declareState(const jit::Module &root) {
                                    ArrayAttr());
     else
       op = BufferOp::create(builder, loc, fqn, info.type, modulePath, cls,
-                                    ArrayAttr());
+                            ArrayAttr(), nonPersistent.contains(fqn));
     symbols[fqn] = op;
   };
 
@@ -1456,6 +1458,11 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
             for (const llvm::json::Value &t : *targets)
               if (auto text = t.getAsString())
                 storedTargets.push_back(text->str());
+          if (const llvm::json::Array *names =
+                  object->getArray("non_persistent_buffers"))
+            for (const llvm::json::Value &n : *names)
+              if (auto text = n.getAsString())
+                nonPersistent.insert(*text);
         }
       if (!inputs)
         fail(fileLoc, std::string("malformed ") + kMetadataExtraFile +

@@ -152,6 +152,8 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
     } else if (auto buffer = dyn_cast<BufferOp>(op)) {
       if (failed(describe(buffer, "buffer")))
         return failure();
+      if (buffer.getNonPersistent())
+        (*state.back().getAsObject())["persistent"] = false;
     } else if (auto optim = dyn_cast<OptimStateOp>(op)) {
       // Optimizer state starts at zero; it is not in the model file.
       FailureOr<json::Value> type = typeJson(optim, optim.getType());

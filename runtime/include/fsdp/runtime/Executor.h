@@ -20,9 +20,10 @@ using State = std::map<std::string, at::Tensor>;
 /// that each exists with the plan's shape and dtype.
 State loadState(const Plan &plan, const std::string &modelPath);
 
-/// Writes `state` (every FQN, aliases of tied weights too) as a file that
-/// Python's torch.load reads into a dict FQN -> tensor; nothing is left behind
-/// on failure.
+/// Writes the parameters and persistent buffers of `state` (every FQN,
+/// aliases of tied weights too) as a file that Python's torch.load reads into
+/// a dict FQN -> tensor, which the module's load_state_dict accepts; nothing
+/// is left behind on failure. Optimizer state is not written.
 void saveState(const Plan &plan, const State &state, const std::string &path);
 
 /// Writes `bytes` to `path` through a temporary file: on failure nothing is

@@ -38,6 +38,7 @@ struct StateEntry {
   TensorSpec type;
   std::vector<std::string> aliases;
   std::string param; // Optim: the parameter it belongs to ("" if none)
+  bool persistent = true; // false: not in state_dict (checkpoints skip it)
 
   bool isParam() const { return kind == StateKind::Param; }
   /// Read from the model file (parameters and buffers), rather than zero.

@@ -102,9 +102,23 @@ def FSDP_ParamOp : FSDP_StateSymbolOp<"param"> {
 def FSDP_BufferOp : FSDP_StateSymbolOp<"buffer"> {
   let summary = "a buffer of the model (running statistics, counters)";
   let description = [{
+    A buffer registered with `persistent=False` (a causal mask) is marked
+    `non_persistent`: it is not part of the module's `state_dict`, so a
+    checkpoint leaves it out.
+
     ```mlir
     fsdp.buffer @"bn.running_mean" : tensor<16xf32> in "bn" : "torch.nn.modules.batchnorm.BatchNorm2d"
+    fsdp.buffer @"attn.mask" : tensor<1x1x16x16xi1> in "attn" : "models.Attention" non_persistent
     ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<AnyStaticShapeTensor>:$type,
+                       StrAttr:$module_path, StrAttr:$module_class,
+                       OptionalAttr<StrArrayAttr>:$aliases,
+                       UnitAttr:$non_persistent);
+  let assemblyFormat = [{
+    $sym_name `:` $type `in` $module_path `:` $module_class
+    (`aliases` $aliases^)? (`non_persistent` $non_persistent^)? attr-dict
   }];
 }
 
