@@ -1,0 +1,123 @@
+// RUN: fsdp-opt %s -split-input-file --fsdp-autodiff | FileCheck %s
+
+// The backward follows the forward in reverse: a broadcast bias's gradient is
+// summed back to its shape, the two names of an in-place op's result (its
+// return value and the new value of its argument) add up, ReLU's gradient is
+// ATen's threshold_backward. Each gradient ends in an fsdp.grad right after
+// its last contribution. The input needs no gradient (no mm for it), and a
+// parameter the loss does not depend on gets no fsdp.grad.
+// CHECK-LABEL: func.func @train_step(
+// CHECK:         %[[X:.+]]: tensor<2x4xf32>
+// CHECK:         %[[R:.+]]:2 = aten.call "aten::relu_"
+// CHECK:         %[[L:.+]] = aten.call "aten::sum"
+// CHECK:         %[[ONE:.+]] = aten.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT:    %[[G:.+]] = aten.call "aten::expand"(%[[ONE]], [2, 3], false)
+// CHECK-NEXT:    %[[GA:.+]] = aten.call "aten::mul.Tensor"(%[[G]], %[[R]]#0)
+// CHECK-NEXT:    %[[GB:.+]] = aten.call "aten::mul.Tensor"(%[[G]], %[[R]]#1)
+// CHECK-NEXT:    %[[GR:.+]] = aten.call "aten::add.Tensor"(%[[GB]], %[[GA]], 1)
+// CHECK-NEXT:    %[[GZ:.+]] = aten.call "aten::threshold_backward"(%[[GR]], %[[R]]#0, 0)
+// CHECK-NEXT:    %[[S:.+]] = aten.call "aten::sum.dim_IntList"(%[[GZ]], [0], true, none) : (tensor<2x3xf32>) -> tensor<1x3xf32>
+// CHECK-NEXT:    %[[GBIAS:.+]] = aten.call "aten::reshape"(%[[S]], [3]) : (tensor<1x3xf32>) -> tensor<3xf32>
+// CHECK-NEXT:    fsdp.grad @b, %[[GBIAS]] : tensor<3xf32>
+// CHECK-NEXT:    %[[T:.+]] = aten.call "aten::transpose.int"(%[[GZ]], 0, 1)
+// CHECK-NEXT:    %[[GW:.+]] = aten.call "aten::mm"(%[[T]], %[[X]]) : (tensor<3x2xf32>, tensor<2x4xf32>) -> tensor<3x4xf32>
+// CHECK-NEXT:    fsdp.grad @w, %[[GW]] : tensor<3x4xf32>
+// CHECK-NEXT:    return %[[L]] : tensor<f32>
+// CHECK-NOT:     fsdp.grad @unused
+module {
+  fsdp.param @w : tensor<3x4xf32> in "fc" : "M"
+  fsdp.param @b : tensor<3xf32> in "fc" : "M"
+  fsdp.param @unused : tensor<2xf32> in "" : "M"
+  func.func @train_step(%x: tensor<2x4xf32> {fsdp.name = "x"}) -> tensor<f32> {
+    %w = fsdp.get @w : tensor<3x4xf32>
+    %b = fsdp.get @b : tensor<3xf32>
+    %u = fsdp.get @unused : tensor<2xf32>
+    %y = aten.call "aten::linear"(%x, %w, none) : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x3xf32>
+    %z = aten.call "aten::add.Tensor"(%y, %b, 1) : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+    %r:2 = aten.call "aten::relu_"(%z) {mutates = array<i64: 0>} : (tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
+    %m = aten.call "aten::mul.Tensor"(%r#1, %r#0) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+    %s = aten.call "aten::sum"(%m, none) : (tensor<2x3xf32>) -> tensor<f32>
+    %c = aten.call "aten::gt.Scalar"(%u, 0) : (tensor<2xf32>) -> tensor<2xi1>
+    return %s : tensor<f32>
+  }
+}
+
+// -----
+
+// A tied weight is one parameter read once and used twice (embedding and LM
+// head): its gradient is the sum of both uses, with one fsdp.grad.
+// CHECK-LABEL: func.func @train_step(
+// CHECK:         aten.call "aten::transpose.int"
+// CHECK-NEXT:    %[[HEAD:.+]] = aten.call "aten::mm"
+// CHECK-NEXT:    %[[EMB:.+]] = aten.call "aten::embedding_dense_backward"(%{{.+}}, %arg0, 8, -1, false) : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<8x4xf32>
+// CHECK-NEXT:    %[[SUM:.+]] = aten.call "aten::add.Tensor"(%[[HEAD]], %[[EMB]], 1)
+// CHECK-NEXT:    fsdp.grad @wte.weight, %[[SUM]] : tensor<8x4xf32>
+// CHECK-NOT:     fsdp.grad
+module {
+  fsdp.param @wte.weight : tensor<8x4xf32> in "wte" : "E" aliases ["head.weight"]
+  func.func @train_step(%idx: tensor<2xi64> {fsdp.name = "idx"}) -> tensor<f32> {
+    %w = fsdp.get @wte.weight : tensor<8x4xf32>
+    %e = aten.call "aten::embedding"(%w, %idx, -1, false, false) : (tensor<8x4xf32>, tensor<2xi64>) -> tensor<2x4xf32>
+    %l = aten.call "aten::linear"(%e, %w, none) : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+    %s = aten.call "aten::mean"(%l, none) : (tensor<2x8xf32>) -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
+
+// -----
+
+// batch_norm becomes native_batch_norm, which returns the batch statistics
+// its backward kernel reads; the running statistics it writes still reach
+// their buffers. layer_norm, max_pool2d and dropout (p > 0, training) are
+// rewritten likewise; dropout with p = 0 is the identity it is.
+// CHECK-LABEL: func.func @train_step(
+// CHECK:         %[[BN:.+]]:5 = aten.call "aten::native_batch_norm"(%arg0, %{{.+}}, %{{.+}}, %[[MEAN:.+]], %[[VAR:.+]], true, 1.000000e-01, 1.000000e-05) {mutates = array<i64: 3, 4>} : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
+// CHECK:         %[[POOL:.+]]:2 = aten.call "aten::max_pool2d_with_indices"(%[[BN]]#0, [2, 2], [2, 2], [0, 0], [1, 1], false) : (tensor<2x3x4x4xf32>) -> (tensor<2x3x2x2xf32>, tensor<2x3x2x2xi64>)
+// CHECK:         %[[DROP:.+]]:2 = aten.call "aten::native_dropout"(%[[POOL]]#0, 5.000000e-01, true) : (tensor<2x3x2x2xf32>) -> (tensor<2x3x2x2xf32>, tensor<2x3x2x2xi1>)
+// CHECK-NEXT:    aten.call "aten::dropout"(%[[DROP]]#0, 0.000000e+00, true)
+// CHECK:         fsdp.update @bn.running_mean, %[[BN]]#3
+// CHECK-NEXT:    fsdp.update @bn.running_var, %[[BN]]#4
+// CHECK:         aten.call "aten::native_dropout_backward"(%{{.+}}, %[[DROP]]#1, 2.000000e+00)
+// CHECK:         aten.call "aten::max_pool2d_with_indices_backward"(%{{.+}}, %[[BN]]#0, [2, 2], [2, 2], [0, 0], [1, 1], false, %[[POOL]]#1)
+// CHECK:         %[[BACK:.+]]:3 = aten.call "aten::native_batch_norm_backward"(%{{.+}}, %arg0, %{{.+}}, %[[MEAN]], %[[VAR]], %[[BN]]#1, %[[BN]]#2, true, 1.000000e-05, [false, true, true])
+// CHECK-DAG:     fsdp.grad @bn.weight, %[[BACK]]#1
+// CHECK-DAG:     fsdp.grad @bn.bias, %[[BACK]]#2
+module {
+  fsdp.param @bn.weight : tensor<3xf32> in "bn" : "BN"
+  fsdp.param @bn.bias : tensor<3xf32> in "bn" : "BN"
+  fsdp.buffer @bn.running_mean : tensor<3xf32> in "bn" : "BN"
+  fsdp.buffer @bn.running_var : tensor<3xf32> in "bn" : "BN"
+  func.func @train_step(%x: tensor<2x3x4x4xf32> {fsdp.name = "x"}) -> tensor<f32> {
+    %w = fsdp.get @bn.weight : tensor<3xf32>
+    %b = fsdp.get @bn.bias : tensor<3xf32>
+    %m = fsdp.get @bn.running_mean : tensor<3xf32>
+    %v = fsdp.get @bn.running_var : tensor<3xf32>
+    %y:3 = aten.call "aten::batch_norm"(%x, %w, %b, %m, %v, true, 1.000000e-01, 1.000000e-05, true) {mutates = array<i64: 3, 4>} : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
+    %p = aten.call "aten::max_pool2d"(%y#0, [2, 2], [2, 2], [0, 0], [1, 1], false) : (tensor<2x3x4x4xf32>) -> tensor<2x3x2x2xf32>
+    %d = aten.call "aten::dropout"(%p, 5.000000e-01, true) : (tensor<2x3x2x2xf32>) -> tensor<2x3x2x2xf32>
+    %d0 = aten.call "aten::dropout"(%d, 0.000000e+00, true) : (tensor<2x3x2x2xf32>) -> tensor<2x3x2x2xf32>
+    %s = aten.call "aten::sum"(%d0, none) : (tensor<2x3x2x2xf32>) -> tensor<f32>
+    fsdp.update @bn.running_mean, %y#1 : tensor<3xf32>
+    fsdp.update @bn.running_var, %y#2 : tensor<3xf32>
+    return %s : tensor<f32>
+  }
+}
+
+// -----
+
+// A gradient of another element type than its operand (a float64 constant
+// promoted the product) is cast back.
+// CHECK-LABEL: func.func @train_step(
+// CHECK:         %[[G:.+]] = aten.call "aten::mul.Tensor"(%{{.+}}, %{{.+}}) : (tensor<4xf64>, tensor<4xf64>) -> tensor<4xf64>
+// CHECK-NEXT:    %[[C:.+]] = aten.call "aten::to.dtype"(%[[G]], f32, false, false, none) : (tensor<4xf64>) -> tensor<4xf32>
+// CHECK-NEXT:    fsdp.grad @w, %[[C]] : tensor<4xf32>
+module {
+  fsdp.param @w : tensor<4xf32> in "" : "M"
+  func.func @train_step() -> tensor<f64> {
+    %w = fsdp.get @w : tensor<4xf32>
+    %c = aten.constant dense<2.0> : tensor<4xf64>
+    %y = aten.call "aten::mul.Tensor"(%w, %c) : (tensor<4xf32>, tensor<4xf64>) -> tensor<4xf64>
+    %s = aten.call "aten::sum"(%y, none) : (tensor<4xf64>) -> tensor<f64>
+    return %s : tensor<f64>
+  }
+}

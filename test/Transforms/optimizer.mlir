@@ -1,0 +1,82 @@
+// RUN: fsdp-opt %s --fsdp-optimizer="optimizer=sgd lr=0.1 momentum=0.9 nesterov=true weight-decay=0.01" | FileCheck %s --check-prefix=SGD
+// RUN: fsdp-opt %s --fsdp-optimizer="optimizer=sgd lr=0.1" | FileCheck %s --check-prefix=PLAIN
+// RUN: fsdp-opt %s --fsdp-optimizer="optimizer=adamw lr=0.01" | FileCheck %s --check-prefix=ADAMW
+
+// torch.optim.SGD, op for op: d_p = grad + wd * p; buf = buf * momentum +
+// d_p (zero before the first step: PyTorch's first-step copy); Nesterov
+// d_p += momentum * buf; p += -lr * d_p. The momentum buffer is optimizer
+// state named after its parameter. A parameter without fsdp.grad (the loss
+// does not depend on it) gets no state and no update, as a parameter whose
+// .grad is None.
+// SGD:         fsdp.optim_state @"w:momentum_buffer" : tensor<3x4xf32> for @w
+// SGD-NOT:     fsdp.optim_state
+// SGD-LABEL:   func.func @train_step(
+// SGD-SAME:        %[[G:[a-z0-9]+]]: tensor<3x4xf32>)
+// SGD:           %[[P:.+]] = fsdp.get @w
+// SGD:           %[[DP:.+]] = aten.call "aten::add.Tensor"(%[[G]], %[[P]], 1.000000e-02)
+// SGD-NEXT:      %[[BUF:.+]] = fsdp.get @"w:momentum_buffer" : tensor<3x4xf32>
+// SGD-NEXT:      %[[SCALED:.+]] = aten.call "aten::mul.Scalar"(%[[BUF]], 9.000000e-01)
+// SGD-NEXT:      %[[NEWBUF:.+]] = aten.call "aten::add.Tensor"(%[[SCALED]], %[[DP]], 1)
+// SGD-NEXT:      fsdp.update @"w:momentum_buffer", %[[NEWBUF]]
+// SGD-NEXT:      %[[NES:.+]] = aten.call "aten::add.Tensor"(%[[DP]], %[[NEWBUF]], 9.000000e-01)
+// SGD-NEXT:      %[[NEWP:.+]] = aten.call "aten::add.Tensor"(%[[P]], %[[NES]], -1.000000e-01)
+// SGD-NEXT:      fsdp.update @w, %[[NEWP]]
+// SGD-NOT:       fsdp.grad
+// SGD-NOT:       fsdp.update @frozen
+
+// Without momentum SGD keeps no state.
+// PLAIN-NOT:     fsdp.optim_state
+// PLAIN-LABEL:   func.func @train_step(
+// PLAIN-SAME:        %[[G:[a-z0-9]+]]: tensor<3x4xf32>)
+// PLAIN:         %[[P:.+]] = fsdp.get @w
+// PLAIN:         %[[NEWP:.+]] = aten.call "aten::add.Tensor"(%[[P]], %[[G]], -1.000000e-01)
+// PLAIN-NEXT:    fsdp.update @w, %[[NEWP]]
+
+// torch.optim.AdamW: the step count (f64, as Python's float) and the bias
+// corrections once per step, then per parameter decoupled weight decay
+// (1 - lr * 0.01, PyTorch's default), the moments, and addcdiv's
+// param + (-step_size * exp_avg) / denom.
+// ADAMW:         fsdp.optim_state @"optim:step" : tensor<f64>
+// ADAMW-NEXT:    fsdp.optim_state @"w:exp_avg" : tensor<3x4xf32> for @w
+// ADAMW-NEXT:    fsdp.optim_state @"w:exp_avg_sq" : tensor<3x4xf32> for @w
+// ADAMW-LABEL:   func.func @train_step(
+// ADAMW-SAME:        %[[G:[a-z0-9]+]]: tensor<3x4xf32>)
+// ADAMW:         %[[P:.+]] = fsdp.get @w
+// ADAMW:         %[[S0:.+]] = fsdp.get @"optim:step" : tensor<f64>
+// ADAMW-NEXT:    %[[S:.+]] = aten.call "aten::add.Scalar"(%[[S0]], 1.000000e+00, 1) : (tensor<f64>) -> tensor<f64>
+// ADAMW-NEXT:    fsdp.update @"optim:step", %[[S]]
+// ADAMW-NEXT:    %[[B1P:.+]] = aten.call "aten::pow.Scalar"(9.000000e-01, %[[S]]) : (tensor<f64>) -> tensor<f64>
+// ADAMW-NEXT:    %[[B1:.+]] = aten.call "aten::rsub.Scalar"(%[[B1P]], 1.000000e+00, 1)
+// ADAMW-NEXT:    %[[B2P:.+]] = aten.call "aten::pow.Scalar"(0.99899999999999999, %[[S]])
+// ADAMW-NEXT:    %[[B2:.+]] = aten.call "aten::rsub.Scalar"(%[[B2P]], 1.000000e+00, 1)
+// ADAMW-NEXT:    %[[NEGLR:.+]] = aten.constant dense<-1.000000e-02> : tensor<f64>
+// ADAMW-NEXT:    %[[STEP:.+]] = aten.call "aten::div.Tensor"(%[[NEGLR]], %[[B1]]) : (tensor<f64>, tensor<f64>) -> tensor<f64>
+// ADAMW-NEXT:    %[[B2SQRT:.+]] = aten.call "aten::sqrt"(%[[B2]]) : (tensor<f64>) -> tensor<f64>
+// ADAMW-NEXT:    %[[DECAYED:.+]] = aten.call "aten::mul.Scalar"(%[[P]], 9.999000e-01)
+// ADAMW-NEXT:    %[[M0:.+]] = fsdp.get @"w:exp_avg"
+// ADAMW-NEXT:    %[[M1:.+]] = aten.call "aten::mul.Scalar"(%[[M0]], 9.000000e-01)
+// ADAMW-NEXT:    %[[M:.+]] = aten.call "aten::add.Tensor"(%[[M1]], %[[G]], 0.099999999999999978)
+// ADAMW-NEXT:    %[[V0:.+]] = fsdp.get @"w:exp_avg_sq"
+// ADAMW-NEXT:    %[[V1:.+]] = aten.call "aten::mul.Scalar"(%[[V0]], 0.99899999999999999)
+// ADAMW-NEXT:    %[[V:.+]] = aten.call "aten::addcmul"(%[[V1]], %[[G]], %[[G]], 0.0010000000000000009)
+// ADAMW-NEXT:    %[[SQ:.+]] = aten.call "aten::sqrt"(%[[V]])
+// ADAMW-NEXT:    %[[D0:.+]] = aten.call "aten::div.Tensor"(%[[SQ]], %[[B2SQRT]]) : (tensor<3x4xf32>, tensor<f64>) -> tensor<3x4xf32>
+// ADAMW-NEXT:    %[[DENOM:.+]] = aten.call "aten::add.Scalar"(%[[D0]], 1.000000e-08, 1)
+// ADAMW-NEXT:    %[[NUM:.+]] = aten.call "aten::mul.Tensor"(%[[M]], %[[STEP]]) : (tensor<3x4xf32>, tensor<f64>) -> tensor<3x4xf32>
+// ADAMW-NEXT:    %[[UPD:.+]] = aten.call "aten::div.Tensor"(%[[NUM]], %[[DENOM]])
+// ADAMW-NEXT:    %[[NEWP:.+]] = aten.call "aten::add.Tensor"(%[[DECAYED]], %[[UPD]], 1)
+// ADAMW-NEXT:    fsdp.update @w, %[[NEWP]]
+// ADAMW-NEXT:    fsdp.update @"w:exp_avg", %[[M]]
+// ADAMW-NEXT:    fsdp.update @"w:exp_avg_sq", %[[V]]
+// ADAMW-NEXT:    return
+module {
+  fsdp.param @w : tensor<3x4xf32> in "fc" : "M"
+  fsdp.param @frozen : tensor<2xf32> in "" : "M"
+  func.func @train_step(%g: tensor<3x4xf32>) -> tensor<f32> {
+    %w = fsdp.get @w : tensor<3x4xf32>
+    %f = fsdp.get @frozen : tensor<2xf32>
+    %l = aten.call "aten::sum"(%w, none) : (tensor<3x4xf32>) -> tensor<f32>
+    fsdp.grad @w, %g : tensor<3x4xf32>
+    return %l : tensor<f32>
+  }
+}
