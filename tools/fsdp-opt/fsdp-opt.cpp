@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/Dialect/ATen/Gradients.h"
 #include "fsdp/Import/TorchScript/Import.h"
 #include "fsdp/InitAll.h"
 #include "fsdp/Target/Plan/PlanEmitter.h"
@@ -79,6 +80,11 @@ static llvm::cl::opt<double> beta2Flag("beta2",
 static llvm::cl::opt<double> epsFlag("eps", llvm::cl::desc("AdamW eps (1e-8)"),
                                      llvm::cl::init(1e-8),
                                      llvm::cl::cat(trainCategory));
+
+static llvm::cl::opt<bool> listGradientRules(
+    "list-gradient-rules",
+    llvm::cl::desc("Print the ATen overloads with a gradient rule and exit"),
+    llvm::cl::init(false), llvm::cl::cat(trainCategory));
 
 /// True if the command line asks for the training step.
 static bool wantsTrainStep() { return lossFlag.getNumOccurrences() > 0; }
@@ -220,6 +226,11 @@ int main(int argc, char **argv) {
       argc, argv, "fsdp-opt: compiles TorchScript training into sharded plans",
       registry);
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+  if (listGradientRules) {
+    for (llvm::StringRef name : fsdp::aten::gradientRuleNames())
+      llvm::outs() << name << "\n";
+    return 0;
+  }
   if (failed(checkTrainFlags()))
     return 1;
 

@@ -1336,7 +1336,7 @@ const llvm::StringMap<Rule> &registry() {
     add({"aten::baddbmm"}, {addmmLike<true>});
     add({"aten::t"}, {tRule});
     add({"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv1d.padding",
-         "aten::conv2d.padding", "aten::conv3d.padding"},
+         "aten::conv2d.padding", "aten::conv3d.padding", "aten::_convolution_mode"},
         {convNd});
     add({"aten::convolution", "aten::_convolution"}, {convGeneral});
     add({"aten::conv_transpose1d", "aten::conv_transpose2d.input",

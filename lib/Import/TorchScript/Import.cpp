@@ -1159,13 +1159,29 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
         args.push_back(builder.getArrayAttr(elements));
     } else if (a.isFullyConstant()) {
       c10::IValue value = toIValue(a, input->type(), /*meta=*/false, loc);
-      if (value.isTensorList() ||
-          (value.isList() && !value.toListRef().empty() &&
-           value.toListRef()[0].isTensor())) {
+      bool holdsTensors =
+          value.isTensorList() ||
+          (value.isList() && llvm::any_of(value.toListRef(),
+                                          [](const c10::IValue &e) {
+                                            return e.isTensor();
+                                          }));
+      if (holdsTensors) {
+        // A constant Tensor[], or a Tensor?[] (constant indices, None for
+        // the dimensions they skip).
         c10::List<c10::IValue> list = value.toList();
-        for (const c10::IValue &e : list)
+        SmallVector<Attribute> elements;
+        for (const c10::IValue &e : list) {
+          if (e.isNone()) {
+            elements.push_back(aten::NoneAttr::get(context));
+            continue;
+          }
           operands.push_back(materialize(e.toTensor(), loc));
-        args.push_back(aten::TensorListArgAttr::get(context, list.size()));
+          elements.push_back(aten::TensorArgAttr::get(context));
+        }
+        if (llvm::all_of(elements, llvm::IsaPred<aten::TensorArgAttr>))
+          args.push_back(aten::TensorListArgAttr::get(context, list.size()));
+        else
+          args.push_back(builder.getArrayAttr(elements));
       } else {
         args.push_back(constantAttr(value, &arg, loc, what));
       }
