@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job, on a fresh machine: installs what is missing, builds, exports
 # the example models (traced and scripted) and imports each with fsdp-opt,
-# printing a summary of its IR. Writes into demo/.
+# printing a summary of its IR; then compiles the GPT fixture's training step
+# and trains it for 5 steps with fsdp-run, beside eager PyTorch. Writes into
+# demo/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -24,10 +26,13 @@ echo "== demo/gpt-script.mlir (first lines) =="
 head -n 40 demo/gpt-script.mlir
 
 echo
-echo "== fsdp-run: the GPT fixture's plan, 3 steps on one rank =="
-$PY test/fixtures/forward_parity.py make gpt demo/gpt.pt demo/gpt-batches.pt --steps 3 2>/dev/null
-build/bin/fsdp-opt demo/gpt.pt --emit plan -o demo/gpt.plan
+echo "== Training the GPT fixture: fsdp-opt builds the step (loss, backward, AdamW), fsdp-run runs it =="
+$PY test/fixtures/train_parity.py make gpt demo/gpt.pt demo/gpt-batches.pt --loss cross_entropy --steps 5 2>/dev/null
+build/bin/fsdp-opt demo/gpt.pt --loss cross_entropy --optimizer adamw --lr 0.01 \
+  --emit plan -o demo/gpt.plan
 build/bin/fsdp-run demo/gpt.plan --model demo/gpt.pt --data demo/gpt-batches.pt \
-  --metrics demo/gpt-metrics.jsonl --save demo/gpt-final.pt --outputs demo/gpt-outputs.pt
-$PY test/fixtures/forward_parity.py check gpt demo/gpt.pt demo/gpt-batches.pt \
-  demo/gpt-outputs.pt demo/gpt-final.pt --steps 3
+  --metrics demo/gpt-metrics.jsonl --save demo/gpt-final.pt
+echo
+echo "== The same 5 steps in eager PyTorch (torch.optim.AdamW) =="
+$PY test/fixtures/train_parity.py check gpt demo/gpt.pt demo/gpt-batches.pt \
+  demo/gpt-metrics.jsonl demo/gpt-final.pt --loss cross_entropy --optimizer adamw --lr 0.01

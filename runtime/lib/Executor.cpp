@@ -5,6 +5,8 @@
 #include <torch/script.h>
 #include <torch/serialize.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -226,6 +228,14 @@ Executor::Executor(const Plan &plan) : plan(plan) {
       call.argSlots.push_back(std::move(argSlots));
       call.constants.push_back(std::move(constant));
     }
+    for (int64_t a : inst.mutates) {
+      int64_t slot = call.argSlots[a][0];
+      int uses = 0;
+      for (const std::vector<int64_t> &argSlots : call.argSlots)
+        uses += std::count(argSlots.begin(), argSlots.end(), slot);
+      call.donate.push_back(uses == 1 && std::count(inst.free.begin(),
+                                                    inst.free.end(), slot));
+    }
     calls[i] = std::move(call);
   }
 }
@@ -279,8 +289,11 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
     set(plan.inputs[i].slot, inputs[i]);
 
   torch::jit::Stack stack;
+  const bool profiling = !profile.empty();
   for (size_t i = 0; i < plan.instructions.size(); ++i) {
     const Instruction &inst = plan.instructions[i];
+    auto start = profiling ? std::chrono::steady_clock::now()
+                           : std::chrono::steady_clock::time_point();
     switch (inst.kind) {
     case InstKind::Get:
       // Reads share the state's storage, already counted.
@@ -322,13 +335,29 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
         }
       }
       // Written arguments are written into copies: the plan is functional.
+      // A value that dies here, held by its slot and the call alone (no view
+      // or state shares its storage), is written in place instead.
       std::vector<at::Tensor> written;
-      for (int64_t a : inst.mutates) {
-        at::Tensor copy = stack[a].toTensor().clone();
+      for (size_t k = 0; k < inst.mutates.size(); ++k) {
+        int64_t a = inst.mutates[k];
+        const at::Tensor &arg = stack[a].toTensor();
+        if (call.donate[k] && arg.use_count() == 2 &&
+            arg.storage().use_count() == 1) {
+          written.push_back(arg);
+          continue;
+        }
+        at::Tensor copy = arg.clone();
         stack[a] = copy;
         written.push_back(copy);
       }
-      call.op->callBoxed(stack);
+      try {
+        call.op->callBoxed(stack);
+      } catch (const c10::Error &e) {
+        std::string msg = e.what_without_backtrace();
+        throw Error("instruction #" + std::to_string(i) + " (" + inst.op +
+                    (inst.loc.empty() ? "" : " in " + inst.loc) + "): " +
+                    msg.substr(0, msg.find('\n')));
+      }
       size_t next = 0;
       if (inst.listResult) {
         std::vector<at::Tensor> list = stack[0].toTensorList().vec();
@@ -358,6 +387,10 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
     }
     for (int64_t slot : inst.free)
       release(slot);
+    if (profiling)
+      profile[i] += std::chrono::duration<double, std::milli>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
   }
   std::vector<at::Tensor> outputs;
   for (int64_t slot : plan.outputs)

@@ -199,6 +199,7 @@ Plan loadPlan(const std::string &path) {
         inst.numSchemaResults = i.at("num_schema_results").get<int64_t>();
         inst.mutates = i.at("mutates").get<std::vector<int64_t>>();
         inst.listResult = i.at("list_result").get<bool>();
+        inst.loc = i.value("loc", "");
       } else {
         throw Error("plan '" + path + "': unknown instruction kind '" + kind + "'");
       }

@@ -458,7 +458,7 @@ LogicalResult linear(GradientContext &c) {
   if (c.needs(1))
     c.set(1, c.b.mm(c.b.transpose(g2, 0, 1), c.b.reshape(input, {rows, in})));
   if (c.needs(2))
-    c.set(2, c.b.sumDims(g2, {0}, /*keepdim=*/false));
+    c.set(2, c.b.sumToShape(c.grad(), {out}));
   return success();
 }
 
@@ -514,6 +514,19 @@ LogicalResult matmul(GradientContext &c) {
   if (ro == 1)
     gshape.push_back(1);
   Value g = c.b.reshape(c.grad(), gshape);
+  if (rs >= 3 && ro == 2) {
+    // ATen folds the batch into rows and calls mm: differentiate that mm
+    // (the weight's gradient is one matrix product, not a batched one).
+    int64_t k = shapeOf(self).back(), n = shapeOf(other)[1];
+    int64_t rows = typeOf(self).getNumElements() / std::max<int64_t>(k, 1);
+    Value g2 = c.b.reshape(c.grad(), {rows, n});
+    if (c.needs(0))
+      c.set(0, c.b.reshape(c.b.mm(g2, c.b.transpose(other, 0, 1)),
+                           shapeOf(self)));
+    if (c.needs(1))
+      c.set(1, c.b.mm(c.b.transpose(c.b.reshape(self, {rows, k}), 0, 1), g2));
+    return success();
+  }
   if (c.needs(0)) {
     Value ga = c.b.matmul(g, c.b.transpose(b, -1, -2));
     c.set(0, c.b.reshape(c.b.sumToShape(ga, shapeOf(a)), shapeOf(self)));
@@ -833,6 +846,15 @@ LogicalResult avgPool2d(GradientContext &c) {
 
 LogicalResult adaptiveAvgPool2d(GradientContext &c) {
   Value self = c.args.tensor(0);
+  // To a 1x1 output ATen computes the mean over H and W: its gradient is
+  // the mean's (one division), not the pooling kernel's (two).
+  if (c.op.getOpName() == "aten::adaptive_avg_pool2d" &&
+      c.args.getInts(1) == SmallVector<int64_t>{1, 1}) {
+    int64_t rank = typeOf(self).getRank();
+    int64_t n = shapeOf(self)[rank - 1] * shapeOf(self)[rank - 2];
+    c.set(0, c.b.divScalar(c.b.expand(c.grad(), shapeOf(self)), double(n)));
+    return success();
+  }
   c.set(0, c.b.call("aten::_adaptive_avg_pool2d_backward", {c.grad(), self},
                     self.getType()));
   return success();
@@ -988,10 +1010,13 @@ LogicalResult sumDims(GradientContext &c) {
   return success();
 }
 
+// The mean's gradient is the sum's, divided: expanded first and then
+// divided, as ATen's mean_backward does, so the division materializes it (a
+// later kernel may take another path on a stride-0 view).
 LogicalResult meanAll(GradientContext &c) {
   Value self = c.args.tensor(0);
-  Value g = c.b.divScalar(c.grad(), double(typeOf(self).getNumElements()));
-  c.set(0, unreduce(c, g, self, {}, true));
+  Value g = unreduce(c, c.grad(), self, {}, true);
+  c.set(0, c.b.divScalar(g, double(typeOf(self).getNumElements())));
   return success();
 }
 
@@ -1000,8 +1025,8 @@ LogicalResult meanDims(GradientContext &c) {
   REQUIRE(dims, c.args.getInts(1), "dim");
   REQUIRE(keepdim, c.args.getBool(2), "keepdim");
   SmallVector<int64_t> d = normDims(*dims, typeOf(self).getRank());
-  Value g = c.b.divScalar(c.grad(), double(reducedCount(self, d)));
-  c.set(0, unreduce(c, g, self, d, *keepdim));
+  Value g = unreduce(c, c.grad(), self, d, *keepdim);
+  c.set(0, c.b.divScalar(g, double(reducedCount(self, d))));
   return success();
 }
 

@@ -31,9 +31,7 @@
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
-#include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/inliner.h>
-#include <torch/csrc/jit/passes/lower_tuples.h>
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/torch.h>
 
@@ -638,6 +636,31 @@ void Importer::visitNode(jit::Node *node) {
         !it->second.isTuple) {
       it->second.elements.push_back(lookup(node->inputs()[1]));
       bind(node->output(), it->second);
+      return;
+    }
+  }
+  if (kind == c10::aten::add && node->inputs().size() == 2 &&
+      node->output()->type()->kind() == c10::TypeKind::ListType) {
+    // List concatenation (`(q,) + kv.chunk(2)` in nn.MultiheadAttention):
+    // the walk knows both lists, so the result is their elements.
+    AbsValue a = lookup(node->inputs()[0]), b = lookup(node->inputs()[1]);
+    auto elementsOf = [&](const AbsValue &v,
+                          std::vector<AbsValue> &out) -> bool {
+      if (v.kind == AbsValue::Kind::Sequence) {
+        out.insert(out.end(), v.elements.begin(), v.elements.end());
+        return true;
+      }
+      if (v.isConstant() && v.constant.isList()) {
+        for (const c10::IValue &e : v.constant.toListRef())
+          out.push_back(fromIValue(e));
+        return true;
+      }
+      return false;
+    };
+    std::vector<AbsValue> elements;
+    if (!(a.isFullyConstant() && b.isFullyConstant()) &&
+        elementsOf(a, elements) && elementsOf(b, elements)) {
+      bind(node->output(), AbsValue::ofSequence(std::move(elements), false));
       return;
     }
   }
@@ -1429,6 +1452,19 @@ void Importer::flattenOutputs(const AbsValue &abs, Location loc,
   }
 }
 
+/// Erases computations nothing reads. The IR is functional (every write is
+/// a new value), so an op without a used result, a state update or a
+/// written argument someone reads is dead.
+static void removeDeadOps(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body))) {
+    if (!isa<aten::CallOp, aten::ConstantOp, GetOp>(op))
+      continue;
+    if (llvm::all_of(op.getResults(), [](Value r) { return r.use_empty(); }))
+      op.erase();
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Entry point
 //===----------------------------------------------------------------------===//
@@ -1509,9 +1545,12 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
     std::shared_ptr<jit::Graph> graphOwner = forward.graph()->copy();
     graph = graphOwner.get();
     inlineCalls(graph->block());
-    jit::LowerSimpleTuples(graphOwner);
-    jit::ConstantPropagation(graphOwner);
-    jit::EliminateDeadCode(graphOwner);
+    // No LowerSimpleTuples or EliminateDeadCode, and constant propagation
+    // only on immutable types: in libtorch 1.13 the others drop an in-place
+    // op on a tensor that a list holds (`feats = [h]; h.relu_()`), changing
+    // what the list reads. The walk folds tuples and the remaining constants
+    // itself; dead ops are removed from the functional IR it builds.
+    jit::ConstantPropagationImmutableTypes(graphOwner);
 
     inlineTiming.stop();
     TimingScope stateTiming = timing.nest("declare parameters and buffers");
@@ -1620,6 +1659,7 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
     func::ReturnOp::create(builder, fileLoc, results);
     func.setType(builder.getFunctionType(inputTypes,
                                          ValueRange(results).getTypes()));
+    removeDeadOps(func);
   } catch (const ImportFailure &) {
     if (module)
       module.erase();

@@ -30,6 +30,25 @@ std::string fsdp::dtypeName(Type type) {
   return "";
 }
 
+/// Where an op comes from, for the runtime's messages: the module path and
+/// the source line (`blocks.1.attn at models.py:90:14`), or "".
+static std::string describeLocation(Location loc) {
+  std::string module, source;
+  loc->walk([&](Location inner) {
+    if (auto name = dyn_cast<NameLoc>(inner); name && module.empty())
+      module = name.getName().str();
+    if (auto file = dyn_cast<FileLineColLoc>(inner); file && source.empty() &&
+                                                      file.getLine() > 0)
+      source = (file.getFilename().getValue() + ":" + Twine(file.getLine()) +
+                ":" + Twine(file.getColumn()))
+                   .str();
+    return WalkResult::advance();
+  });
+  if (module.empty())
+    return source;
+  return source.empty() ? module : module + " at " + source;
+}
+
 namespace {
 
 class PlanWriter {
@@ -230,6 +249,8 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
     } else if (auto call = dyn_cast<aten::CallOp>(op)) {
       inst["kind"] = "call";
       inst["op"] = call.getOverload();
+      if (std::string where = describeLocation(call.getLoc()); !where.empty())
+        inst["loc"] = where;
       json::Array args;
       unsigned next = 0;
       for (Attribute arg : call.getArgs()) {

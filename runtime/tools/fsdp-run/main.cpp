@@ -10,6 +10,8 @@
 
 #include "fsdp/runtime/Executor.h"
 
+#include <ATen/Parallel.h>
+
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/unpickler.h>
 #include <torch/serialize.h>
@@ -20,6 +22,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <map>
 
 using namespace fsdp::runtime;
 
@@ -28,12 +31,15 @@ namespace {
 struct Options {
   std::string plan, model, data, metrics, save, outputs;
   int64_t steps = -1;
+  int64_t threads = 0; // 0: libtorch's default
+  bool profile = false;
 };
 
 [[noreturn]] void usage(const std::string &why) {
   std::cerr << "fsdp-run: " << why << "\n"
             << "usage: fsdp-run PLAN --model M.pt --data D.pt [--steps N] "
-               "[--metrics F.jsonl] [--save F.pt] [--outputs F.pt]\n";
+               "[--metrics F.jsonl] [--save F.pt] [--outputs F.pt] [--threads N] "
+               "[--profile]\n";
   std::exit(2);
 }
 
@@ -51,6 +57,12 @@ Options parseArgs(int argc, char **argv) {
     else if (a == "--metrics") o.metrics = value();
     else if (a == "--save") o.save = value();
     else if (a == "--outputs") o.outputs = value();
+    else if (a == "--profile") o.profile = true;
+    else if (a == "--threads") {
+      std::string v = value();
+      try { o.threads = std::stoll(v); } catch (...) { usage("--threads takes a number, not '" + v + "'"); }
+      if (o.threads < 1) usage("--threads must be at least 1");
+    }
     else if (a == "--steps") {
       std::string v = value();
       try { o.steps = std::stoll(v); } catch (...) { usage("--steps takes a number, not '" + v + "'"); }
@@ -148,16 +160,50 @@ std::vector<at::Tensor> loadData(const Plan &plan, const std::string &path,
   return data;
 }
 
+/// Time per ATen op (and per kind of other instruction), summed over the
+/// run, most expensive first: where a step's time goes.
+void printProfile(const Plan &plan, const std::vector<double> &times,
+                  int64_t steps) {
+  std::map<std::string, std::pair<double, int64_t>> byOp;
+  double total = 0;
+  for (size_t i = 0; i < times.size(); ++i) {
+    const Instruction &inst = plan.instructions[i];
+    std::string name = inst.kind == InstKind::Call ? inst.op
+                       : inst.kind == InstKind::Get ? "(get)"
+                       : inst.kind == InstKind::Update ? "(update)"
+                                                      : "(constant)";
+    auto &[ms, count] = byOp[name];
+    ms += times[i];
+    count += 1;
+    total += times[i];
+  }
+  std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(
+      byOp.begin(), byOp.end());
+  std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+    return a.second.first > b.second.first;
+  });
+  std::printf("\n%-48s %8s %10s %6s\n", "op", "calls", "ms/step", "%");
+  for (const auto &[name, entry] : rows)
+    std::printf("%-48s %8lld %10.3f %6.1f\n", name.c_str(),
+                static_cast<long long>(entry.second),
+                entry.first / static_cast<double>(steps),
+                total > 0 ? 100.0 * entry.first / total : 0.0);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   Options o = parseArgs(argc, argv);
+  if (o.threads > 0)
+    at::set_num_threads(static_cast<int>(o.threads));
   try {
     Plan plan = loadPlan(o.plan);
     State state = loadState(plan, o.model);
     int64_t steps = o.steps;
     std::vector<at::Tensor> data = loadData(plan, o.data, steps);
     Executor executor(plan);
+    if (o.profile)
+      executor.enableProfiling();
     std::ofstream metrics;
     if (!o.metrics.empty()) {
       metrics.open(o.metrics);
@@ -171,7 +217,12 @@ int main(int argc, char **argv) {
       for (const at::Tensor &d : data)
         inputs.push_back(d[step].clone());
       auto start = std::chrono::steady_clock::now();
-      outputs = executor.run(inputs, state);
+      try {
+        outputs = executor.run(inputs, state);
+      } catch (const Error &e) {
+        throw Error("step " + std::to_string(step + 1) + "/" +
+                    std::to_string(steps) + ": " + e.what());
+      }
       double ms = std::chrono::duration<double, std::milli>(
                       std::chrono::steady_clock::now() - start)
                       .count();
@@ -196,6 +247,8 @@ int main(int argc, char **argv) {
         metrics << line.dump() << "\n";
       }
     }
+    if (o.profile)
+      printProfile(plan, executor.instructionTimes(), steps);
     if (!o.save.empty())
       saveState(plan, state, o.save);
     if (!o.outputs.empty()) {

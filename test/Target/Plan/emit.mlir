@@ -33,11 +33,11 @@ func.func @forward(%x: tensor<2x3xf32> {fsdp.name = "x"}, %i: tensor<2xi64> {fsd
 // CHECK:      "instructions": [
 // CHECK-NEXT:   {"free":[],"kind":"get","result":2,"state":"fc.weight"},
 // CHECK-NEXT:   {"free":[],"kind":"get","result":3,"state":"bn.num_batches_tracked"},
-// CHECK-NEXT:   {"args":[{"t":3},{"i":1},{"i":1}],"free":[3,4],"kind":"call","list_result":false,"mutates":[0],"num_schema_results":1,"op":"aten::add_.Scalar","results":[4,5]},
-// CHECK-NEXT:   {"args":[{"t":0},{"t":2},{"none":true}],"free":[0,2],"kind":"call","list_result":false,"mutates":[],"num_schema_results":1,"op":"aten::linear","results":[6]},
+// CHECK-NEXT:   {"args":[{"t":3},{"i":1},{"i":1}],"free":[3,4],"kind":"call","list_result":false,"loc":"{{.*}}emit.mlir:9:11","mutates":[0],"num_schema_results":1,"op":"aten::add_.Scalar","results":[4,5]},
+// CHECK-NEXT:   {"args":[{"t":0},{"t":2},{"none":true}],"free":[0,2],"kind":"call","list_result":false,{{.*}}"mutates":[],"num_schema_results":1,"op":"aten::linear","results":[6]},
 // CHECK-NEXT:   {"dtype":"i1","free":[],"hex":"0100","kind":"constant","result":7,"shape":[2]},
 // CHECK-NEXT:   {"dtype":"f32","free":[8],"hex":"000080ff000080ff","kind":"constant","result":8,"shape":[2]},
-// CHECK-NEXT:   {"args":[{"t":6},{"i":2},{"i":1}],"free":[6],"kind":"call","list_result":true,"mutates":[],"num_schema_results":2,"op":"aten::split.Tensor","results":[9,10]},
+// CHECK-NEXT:   {"args":[{"t":6},{"i":2},{"i":1}],"free":[6],"kind":"call","list_result":true,{{.*}}"mutates":[],"num_schema_results":2,"op":"aten::split.Tensor","results":[9,10]},
 // CHECK-NEXT:   {"args":[{"tl":[10,9]},{"i":-1}],"free":[10,9],"kind":"call",{{.*}}"op":"aten::cat","results":[11]},
 // CHECK-NEXT:   {"args":[{"t":11},{"t":7},{"f":"-inf"}],"free":[11,7],{{.*}}"op":"aten::masked_fill.Scalar"
 // CHECK-NEXT:   {"args":[{"t":12},{"dtype":"f32"},{"b":false},{"b":false},{"none":true}],"free":[12],{{.*}}"op":"aten::to.dtype"

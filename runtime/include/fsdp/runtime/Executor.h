@@ -44,6 +44,12 @@ public:
   /// Peak bytes of live tensors (slots and state) during the last run.
   int64_t peakBytes() const { return peak; }
 
+  /// Times every instruction from now on (`fsdp-run --profile`).
+  void enableProfiling() { profile.assign(plan.instructions.size(), 0.0); }
+  /// Milliseconds spent in each instruction over all runs (empty unless
+  /// profiling).
+  const std::vector<double> &instructionTimes() const { return profile; }
+
 private:
   struct Call {
     std::optional<c10::OperatorHandle> op;
@@ -51,6 +57,9 @@ private:
     std::vector<c10::IValue> constants;
     std::vector<int> argKind; // 0 constant, 1 tensor, 2 Tensor[], 3 Tensor?[]
     std::vector<std::vector<int64_t>> argSlots; // -1: None in a Tensor?[]
+    // Per written argument: its slot dies here and no other argument reads
+    // it, so it may be written in place if nothing else holds its storage.
+    std::vector<bool> donate;
   };
 
   void set(int64_t slot, at::Tensor t);
@@ -62,6 +71,7 @@ private:
   std::vector<at::Tensor> slots;
   std::unordered_map<const void *, std::pair<int64_t, int64_t>> storages;
   int64_t live = 0, peak = 0;
+  std::vector<double> profile;
 };
 
 } // namespace fsdp::runtime

@@ -66,6 +66,7 @@ struct Instruction {
   int64_t numSchemaResults = 0;  // Call
   std::vector<int64_t> mutates;  // Call
   bool listResult = false;       // Call
+  std::string loc;               // Call: module path and source line, if known
   std::vector<int64_t> free;     // slots released after this instruction
 };
 
