@@ -13,23 +13,12 @@ using namespace fsdp::aten;
 // CallArgs
 //===----------------------------------------------------------------------===//
 
-/// How many operands one schema argument takes.
-static unsigned operandsOf(Attribute arg) {
-  if (isa<TensorArgAttr>(arg))
-    return 1;
-  if (auto list = dyn_cast<TensorListArgAttr>(arg))
-    return list.getSize();
-  if (auto array = dyn_cast<ArrayAttr>(arg))
-    return llvm::count_if(array, llvm::IsaPred<TensorArgAttr>);
-  return 0;
-}
-
 CallArgs::CallArgs(CallOp op) : op(op) {
   unsigned next = 0;
   for (Attribute arg : op.getArgs()) {
     attrs.push_back(arg);
     firstOperand.push_back(next);
-    next += operandsOf(arg);
+    next += numOperandsOf(arg);
   }
 }
 

@@ -52,8 +52,7 @@ static bool hasPlaceholders(ArrayAttr array) {
   });
 }
 
-/// How many operands one schema argument takes.
-static int64_t numOperandsOf(Attribute arg) {
+int64_t fsdp::aten::numOperandsOf(Attribute arg) {
   if (isa<TensorArgAttr>(arg))
     return 1;
   if (auto list = dyn_cast<TensorListArgAttr>(arg))

@@ -19,4 +19,10 @@
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/ATen/IR/ATenOps.h.inc"
 
+namespace fsdp::aten {
+/// How many operands one schema argument of an `aten.call` takes (its entry
+/// in `args`: a tensor, a Tensor[], a Tensor?[] or a non-tensor value).
+int64_t numOperandsOf(mlir::Attribute arg);
+} // namespace fsdp::aten
+
 #endif // FSDP_DIALECT_ATEN_IR_ATENDIALECT_H
