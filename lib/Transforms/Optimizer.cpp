@@ -96,8 +96,10 @@ void Optimizer::sgd(aten::ATenBuilder &b, GradOp grad, Value param) {
   if (momentum != 0.0) {
     auto name = declareState((grad.getParam() + ":momentum_buffer").str(), type,
                              grad.getParamAttr());
-    // buf = buf * momentum + d_p  (dampening 0)
-    Value buf = b.add(b.mulScalar(read(ob, loc, name, type), momentum), dp);
+    // buf.mul_(momentum).add_(d_p)  (dampening 0)
+    Value buf = b.callInPlace("aten::mul_.Scalar",
+                              {read(ob, loc, name, type), b.f64(momentum)});
+    buf = b.callInPlace("aten::add_.Tensor", {buf, dp, b.i64(1)});
     UpdateOp::create(ob, loc, name, buf);
     dp = nesterov ? b.add(dp, buf, momentum) : buf;
   }
@@ -135,22 +137,30 @@ void Optimizer::adamw(aten::ATenBuilder &b, GradOp grad, Value param) {
   auto avgName = declareState((p + ":exp_avg").str(), type, grad.getParamAttr());
   auto sqName =
       declareState((p + ":exp_avg_sq").str(), type, grad.getParamAttr());
+  // The same ops as torch.optim, in place where they write a value of the
+  // step's own (the runtime copies state it must not overwrite).
   // param.mul_(1 - lr * weight_decay)
   Value decayed = decay != 0.0 ? b.mulScalar(param, 1.0 - lr * decay) : param;
   // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-  Value avg = b.add(b.mulScalar(read(ob, loc, avgName, type), beta1), g,
-                    1.0 - beta1);
+  Value avg = b.callInPlace("aten::mul_.Scalar",
+                            {read(ob, loc, avgName, type), b.f64(beta1)});
+  avg = b.callInPlace("aten::add_.Tensor", {avg, g, b.f64(1.0 - beta1)});
   // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-  Value sq = b.call("aten::addcmul",
-                    {b.mulScalar(read(ob, loc, sqName, type), beta2), g, g,
-                     b.f64(1.0 - beta2)},
-                    type);
+  Value sq = b.callInPlace("aten::mul_.Scalar",
+                           {read(ob, loc, sqName, type), b.f64(beta2)});
+  sq = b.callInPlace("aten::addcmul_", {sq, g, g, b.f64(1.0 - beta2)});
   // denom = (exp_avg_sq.sqrt() / sqrt(bias2)).add_(eps)
-  Value denom = b.addScalar(b.div(b.unary("aten::sqrt", sq), bias2Sqrt), eps);
+  Value denom = b.callInPlace("aten::div_.Tensor",
+                              {b.unary("aten::sqrt", sq), bias2Sqrt});
+  denom = b.callInPlace("aten::add_.Scalar", {denom, b.f64(eps), b.i64(1)});
   // param.addcdiv_(exp_avg, denom, value=-step_size): addcdiv computes
   // param + (value * exp_avg) / denom.
-  Value update = b.div(b.mul(avg, negStepSize), denom);
-  Value updated = b.add(decayed, update);
+  Value update = b.callInPlace("aten::div_.Tensor",
+                               {b.mul(avg, negStepSize), denom});
+  Value updated = decay != 0.0
+                      ? b.callInPlace("aten::add_.Tensor",
+                                      {decayed, update, b.i64(1)})
+                      : b.add(decayed, update);
   UpdateOp::create(ob, loc, grad.getParamAttr(), updated);
   UpdateOp::create(ob, loc, avgName, avg);
   UpdateOp::create(ob, loc, sqName, sq);

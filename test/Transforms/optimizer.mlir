@@ -2,9 +2,10 @@
 // RUN: fsdp-opt %s --fsdp-optimizer="optimizer=sgd lr=0.1" | FileCheck %s --check-prefix=PLAIN
 // RUN: fsdp-opt %s --fsdp-optimizer="optimizer=adamw lr=0.01" | FileCheck %s --check-prefix=ADAMW
 
-// torch.optim.SGD, op for op: d_p = grad + wd * p; buf = buf * momentum +
-// d_p (zero before the first step: PyTorch's first-step copy); Nesterov
-// d_p += momentum * buf; p += -lr * d_p. The momentum buffer is optimizer
+// torch.optim.SGD, op for op: d_p = grad + wd * p; buf.mul_(momentum)
+// .add_(d_p) (zero before the first step: PyTorch's first-step copy);
+// Nesterov d_p += momentum * buf; p += -lr * d_p. In-place ops are
+// functional here (mutates); the runtime writes in place when it may. The momentum buffer is optimizer
 // state named after its parameter. A parameter without fsdp.grad (the loss
 // does not depend on it) gets no state and no update, as a parameter whose
 // .grad is None.
@@ -15,10 +16,10 @@
 // SGD:           %[[P:.+]] = fsdp.get @w
 // SGD:           %[[DP:.+]] = aten.call "aten::add.Tensor"(%[[G]], %[[P]], 1.000000e-02)
 // SGD-NEXT:      %[[BUF:.+]] = fsdp.get @"w:momentum_buffer" : tensor<3x4xf32>
-// SGD-NEXT:      %[[SCALED:.+]] = aten.call "aten::mul.Scalar"(%[[BUF]], 9.000000e-01)
-// SGD-NEXT:      %[[NEWBUF:.+]] = aten.call "aten::add.Tensor"(%[[SCALED]], %[[DP]], 1)
-// SGD-NEXT:      fsdp.update @"w:momentum_buffer", %[[NEWBUF]]
-// SGD-NEXT:      %[[NES:.+]] = aten.call "aten::add.Tensor"(%[[DP]], %[[NEWBUF]], 9.000000e-01)
+// SGD-NEXT:      %[[SCALED:.+]]:2 = aten.call "aten::mul_.Scalar"(%[[BUF]], 9.000000e-01) {mutates = array<i64: 0>}
+// SGD-NEXT:      %[[NEWBUF:.+]]:2 = aten.call "aten::add_.Tensor"(%[[SCALED]]#1, %[[DP]], 1) {mutates = array<i64: 0>}
+// SGD-NEXT:      fsdp.update @"w:momentum_buffer", %[[NEWBUF]]#1
+// SGD-NEXT:      %[[NES:.+]] = aten.call "aten::add.Tensor"(%[[DP]], %[[NEWBUF]]#1, 9.000000e-01)
 // SGD-NEXT:      %[[NEWP:.+]] = aten.call "aten::add.Tensor"(%[[P]], %[[NES]], -1.000000e-01)
 // SGD-NEXT:      fsdp.update @w, %[[NEWP]]
 // SGD-NOT:       fsdp.grad
@@ -54,20 +55,20 @@
 // ADAMW-NEXT:    %[[B2SQRT:.+]] = aten.call "aten::sqrt"(%[[B2]]) : (tensor<f64>) -> tensor<f64>
 // ADAMW-NEXT:    %[[DECAYED:.+]] = aten.call "aten::mul.Scalar"(%[[P]], 9.999000e-01)
 // ADAMW-NEXT:    %[[M0:.+]] = fsdp.get @"w:exp_avg"
-// ADAMW-NEXT:    %[[M1:.+]] = aten.call "aten::mul.Scalar"(%[[M0]], 9.000000e-01)
-// ADAMW-NEXT:    %[[M:.+]] = aten.call "aten::add.Tensor"(%[[M1]], %[[G]], 0.099999999999999978)
+// ADAMW-NEXT:    %[[M1:.+]]:2 = aten.call "aten::mul_.Scalar"(%[[M0]], 9.000000e-01) {mutates = array<i64: 0>}
+// ADAMW-NEXT:    %[[M:.+]]:2 = aten.call "aten::add_.Tensor"(%[[M1]]#1, %[[G]], 0.099999999999999978) {mutates = array<i64: 0>}
 // ADAMW-NEXT:    %[[V0:.+]] = fsdp.get @"w:exp_avg_sq"
-// ADAMW-NEXT:    %[[V1:.+]] = aten.call "aten::mul.Scalar"(%[[V0]], 0.99899999999999999)
-// ADAMW-NEXT:    %[[V:.+]] = aten.call "aten::addcmul"(%[[V1]], %[[G]], %[[G]], 0.0010000000000000009)
-// ADAMW-NEXT:    %[[SQ:.+]] = aten.call "aten::sqrt"(%[[V]])
-// ADAMW-NEXT:    %[[D0:.+]] = aten.call "aten::div.Tensor"(%[[SQ]], %[[B2SQRT]]) : (tensor<3x4xf32>, tensor<f64>) -> tensor<3x4xf32>
-// ADAMW-NEXT:    %[[DENOM:.+]] = aten.call "aten::add.Scalar"(%[[D0]], 1.000000e-08, 1)
-// ADAMW-NEXT:    %[[NUM:.+]] = aten.call "aten::mul.Tensor"(%[[M]], %[[STEP]]) : (tensor<3x4xf32>, tensor<f64>) -> tensor<3x4xf32>
-// ADAMW-NEXT:    %[[UPD:.+]] = aten.call "aten::div.Tensor"(%[[NUM]], %[[DENOM]])
-// ADAMW-NEXT:    %[[NEWP:.+]] = aten.call "aten::add.Tensor"(%[[DECAYED]], %[[UPD]], 1)
-// ADAMW-NEXT:    fsdp.update @w, %[[NEWP]]
-// ADAMW-NEXT:    fsdp.update @"w:exp_avg", %[[M]]
-// ADAMW-NEXT:    fsdp.update @"w:exp_avg_sq", %[[V]]
+// ADAMW-NEXT:    %[[V1:.+]]:2 = aten.call "aten::mul_.Scalar"(%[[V0]], 0.99899999999999999) {mutates = array<i64: 0>}
+// ADAMW-NEXT:    %[[V:.+]]:2 = aten.call "aten::addcmul_"(%[[V1]]#1, %[[G]], %[[G]], 0.0010000000000000009) {mutates = array<i64: 0>}
+// ADAMW-NEXT:    %[[SQ:.+]] = aten.call "aten::sqrt"(%[[V]]#1)
+// ADAMW-NEXT:    %[[D0:.+]]:2 = aten.call "aten::div_.Tensor"(%[[SQ]], %[[B2SQRT]]) {mutates = array<i64: 0>} : (tensor<3x4xf32>, tensor<f64>) -> (tensor<3x4xf32>, tensor<3x4xf32>)
+// ADAMW-NEXT:    %[[DENOM:.+]]:2 = aten.call "aten::add_.Scalar"(%[[D0]]#1, 1.000000e-08, 1) {mutates = array<i64: 0>}
+// ADAMW-NEXT:    %[[NUM:.+]] = aten.call "aten::mul.Tensor"(%[[M]]#1, %[[STEP]]) : (tensor<3x4xf32>, tensor<f64>) -> tensor<3x4xf32>
+// ADAMW-NEXT:    %[[UPD:.+]]:2 = aten.call "aten::div_.Tensor"(%[[NUM]], %[[DENOM]]#1) {mutates = array<i64: 0>}
+// ADAMW-NEXT:    %[[NEWP:.+]]:2 = aten.call "aten::add_.Tensor"(%[[DECAYED]], %[[UPD]]#1, 1) {mutates = array<i64: 0>}
+// ADAMW-NEXT:    fsdp.update @w, %[[NEWP]]#1
+// ADAMW-NEXT:    fsdp.update @"w:exp_avg", %[[M]]#1
+// ADAMW-NEXT:    fsdp.update @"w:exp_avg_sq", %[[V]]#1
 // ADAMW-NEXT:    return
 module {
   fsdp.param @w : tensor<3x4xf32> in "fc" : "M"

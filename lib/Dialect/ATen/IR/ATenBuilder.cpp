@@ -220,6 +220,11 @@ Value ATenBuilder::call(StringRef overload, ArrayRef<ArgValue> args,
   return create(overload, args, TypeRange(result)).getResult(0);
 }
 
+Value ATenBuilder::callInPlace(StringRef overload, ArrayRef<ArgValue> args) {
+  Type type = args.front().tensor.getType();
+  return create(overload, args, {type, type}, /*mutates=*/{0}).getResult(1);
+}
+
 Value ATenBuilder::splat(RankedTensorType type, double value) {
   Type elem = type.getElementType();
   Attribute element;

@@ -94,6 +94,12 @@ public:
   mlir::Value call(llvm::StringRef overload, llvm::ArrayRef<ArgValue> args,
                    mlir::Type result);
 
+  /// An in-place call (`aten::add_.Tensor`) writing its first argument,
+  /// made functional: returns the new value. The runtime writes in place
+  /// when nothing else holds the old one.
+  mlir::Value callInPlace(llvm::StringRef overload,
+                          llvm::ArrayRef<ArgValue> args);
+
   /// A constant tensor of `type` with every element `value`.
   mlir::Value splat(mlir::RankedTensorType type, double value);
 
