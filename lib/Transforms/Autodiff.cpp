@@ -115,19 +115,19 @@ void Differentiator::analyze() {
 
 LogicalResult Differentiator::prepare() {
   analyze();
-  SmallVector<aten::CallOp> rewrite;
+  SmallVector<std::pair<aten::CallOp, const aten::GradientRule *>> rewrite;
   for (auto call : body.getOps<aten::CallOp>()) {
     if (llvm::none_of(call.getResults(),
                       [&](Value r) { return active.contains(r); }))
       continue;
     const aten::GradientRule *rule = aten::lookupGradient(call.getOverload());
     if (rule && rule->prepare)
-      rewrite.push_back(call);
+      rewrite.push_back({call, rule});
   }
-  for (aten::CallOp call : rewrite) {
+  for (auto [call, rule] : rewrite) {
     OpBuilder builder(call);
     aten::ATenBuilder b(builder, call.getLoc());
-    if (failed(aten::lookupGradient(call.getOverload())->prepare(b, call)))
+    if (failed(rule->prepare(b, call)))
       return failure();
   }
   if (!rewrite.empty())

@@ -47,7 +47,7 @@ struct Optimizer : fsdp::impl::OptimizerBase<Optimizer> {
   void sgd(aten::ATenBuilder &b, GradOp grad, Value param);
   void adamw(aten::ATenBuilder &b, GradOp grad, Value param);
   /// AdamW's per-step scalars, computed once before the first update.
-  void adamwStep(aten::ATenBuilder &b, RankedTensorType paramType);
+  void adamwStep(aten::ATenBuilder &b);
 
   OpBuilder *symbols = nullptr; // where state symbols are declared
   double decay = 0.0;
@@ -107,7 +107,7 @@ void Optimizer::sgd(aten::ATenBuilder &b, GradOp grad, Value param) {
   UpdateOp::create(ob, loc, grad.getParamAttr(), updated);
 }
 
-void Optimizer::adamwStep(aten::ATenBuilder &b, RankedTensorType paramType) {
+void Optimizer::adamwStep(aten::ATenBuilder &b) {
   // step += 1; bias corrections in f64, as Python computes them from the
   // step count.
   OpBuilder &ob = b.builder();
@@ -125,7 +125,6 @@ void Optimizer::adamwStep(aten::ATenBuilder &b, RankedTensorType paramType) {
   // -(lr / bias1), and sqrt(bias2)
   negStepSize = b.div(b.splat(f64, -lr), bias1);
   bias2Sqrt = b.unary("aten::sqrt", bias2);
-  (void)paramType;
 }
 
 void Optimizer::adamw(aten::ATenBuilder &b, GradOp grad, Value param) {
@@ -187,7 +186,7 @@ LogicalResult Optimizer::run(ModuleOp module) {
   OpBuilder builder(gradOps.front());
   aten::ATenBuilder b(builder, gradOps.front().getLoc());
   if (optimizer == "adamw")
-    adamwStep(b, cast<RankedTensorType>(gradOps.front().getValue().getType()));
+    adamwStep(b);
   for (GradOp grad : gradOps) {
     builder.setInsertionPoint(grad);
     b.setLoc(grad.getLoc());

@@ -89,10 +89,10 @@ void replaceCall(CallOp old, ArrayRef<Value> values) {
   old.erase();
 }
 
-/// The output values of an op that is, or is the in-place form of, a
-/// one-output op: its result, and the new value of `self` if it writes it.
-SmallVector<Value> outputsOf(CallOp old, Value newOutput) {
-  return SmallVector<Value>(old.getNumResults(), newOutput);
+/// Replaces a one-output op, or its in-place form (whose result and new
+/// value of `self` are one value), by `output`.
+void replaceOutput(CallOp old, Value output) {
+  replaceCall(old, SmallVector<Value>(old.getNumResults(), output));
 }
 
 /// A required constant argument; an error at the op if it is not one.
@@ -707,7 +707,7 @@ LogicalResult prepareLayerNorm(ATenBuilder &b, CallOp op) {
                            {input, args.attr(1), args.tensor(2), args.tensor(3),
                             args.attr(4)},
                            {input.getType(), stat, stat});
-  replaceCall(op, outputsOf(op, native.getResult(0)));
+  replaceOutput(op, native.getResult(0));
   return success();
 }
 
@@ -743,7 +743,7 @@ LogicalResult prepareGroupNorm(ATenBuilder &b, CallOp op) {
                            {input, args.tensor(2), args.tensor(3), b.i64(n),
                             b.i64(ch), b.i64(hw), b.i64(*groups), args.attr(4)},
                            {input.getType(), stat, stat});
-  replaceCall(op, outputsOf(op, native.getResult(0)));
+  replaceOutput(op, native.getResult(0));
   return success();
 }
 
@@ -782,7 +782,7 @@ LogicalResult prepareDropout(ATenBuilder &b, CallOp op) {
   CallOp native = b.create("aten::native_dropout",
                            {input, args.attr(1), args.attr(2)},
                            {input.getType(), maskType});
-  replaceCall(op, outputsOf(op, native.getResult(0)));
+  replaceOutput(op, native.getResult(0));
   return success();
 }
 
@@ -820,7 +820,7 @@ LogicalResult prepareMaxPool2d(ATenBuilder &b, CallOp op) {
                            {args.tensor(0), args.attr(1), args.attr(2),
                             args.attr(3), args.attr(4), args.attr(5)},
                            {out, indices});
-  replaceCall(op, outputsOf(op, native.getResult(0)));
+  replaceOutput(op, native.getResult(0));
   return success();
 }
 
@@ -904,7 +904,7 @@ LogicalResult prepareNllLoss(ATenBuilder &b, CallOp op) {
                             {input, target, args.tensor(2), args.attr(3),
                              args.attr(4)},
                             nllLossTypes(input, target, *reduction));
-  replaceCall(op, outputsOf(op, forward.getResult(0)));
+  replaceOutput(op, forward.getResult(0));
   return success();
 }
 
@@ -928,7 +928,7 @@ LogicalResult prepareCrossEntropy(ATenBuilder &b, CallOp op) {
                             {logp, target, args.tensor(2), args.attr(3),
                              args.attr(4)},
                             nllLossTypes(input, target, *reduction));
-  replaceCall(op, outputsOf(op, forward.getResult(0)));
+  replaceOutput(op, forward.getResult(0));
   return success();
 }
 
