@@ -150,6 +150,9 @@ LogicalResult Differentiator::backward() {
   aten::ATenBuilder b(builder, ret.getLoc());
   // d loss / d loss = 1, as loss.backward() seeds it.
   grads[loss] = b.splat(cast<RankedTensorType>(loss.getType()), 1.0);
+  // Where the backward starts: fsdp-shard gathers parameters again after it.
+  if (Operation *seed = grads[loss].getDefiningOp())
+    seed->setAttr(kBackwardStartAttr, builder.getUnitAttr());
 
   SmallVector<Operation *> forward;
   for (Operation &op : body.without_terminator())

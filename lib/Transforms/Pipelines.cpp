@@ -6,14 +6,21 @@
 #include "mlir/Pass/PassRegistry.h"
 
 using namespace mlir;
+using namespace fsdp;
 
-void fsdp::buildTrainStepPipeline(OpPassManager &pm,
-                                  const TrainStepPipelineOptions &options) {
+namespace {
+
+template <typename Options>
+void addLossAndBackward(OpPassManager &pm, const Options &options) {
   AppendLossOptions loss;
   loss.loss = options.loss;
   loss.targets.assign(options.targets.begin(), options.targets.end());
   pm.addPass(createAppendLoss(loss));
   pm.addPass(createAutodiff());
+}
+
+template <typename Options>
+void addOptimizer(OpPassManager &pm, const Options &options) {
   OptimizerOptions optimizer;
   optimizer.optimizer = options.optimizer;
   optimizer.lr = options.lr;
@@ -26,6 +33,36 @@ void fsdp::buildTrainStepPipeline(OpPassManager &pm,
   pm.addPass(createOptimizer(optimizer));
 }
 
+} // namespace
+
+void fsdp::buildTrainStepPipeline(OpPassManager &pm,
+                                  const TrainStepPipelineOptions &options) {
+  addLossAndBackward(pm, options);
+  addOptimizer(pm, options);
+}
+
+void fsdp::buildFSDPPipeline(OpPassManager &pm,
+                             const FSDPPipelineOptions &options) {
+  addLossAndBackward(pm, options);
+  AutoWrapOptions wrap;
+  wrap.policy = options.autoWrapPolicy;
+  wrap.minNumParams = options.minNumParams;
+  wrap.wrapClasses.assign(options.wrapClasses.begin(),
+                          options.wrapClasses.end());
+  wrap.wrapModules.assign(options.wrapModules.begin(),
+                          options.wrapModules.end());
+  wrap.ignoreModules.assign(options.ignoreModules.begin(),
+                            options.ignoreModules.end());
+  pm.addPass(createAutoWrap(wrap));
+  ShardOptions shard;
+  shard.sharding = options.sharding;
+  shard.worldSize = options.worldSize;
+  shard.shardGroupSize = options.shardGroupSize;
+  pm.addPass(createShard(shard));
+  addOptimizer(pm, options);
+  pm.addPass(createVerifyPlan());
+}
+
 void fsdp::registerTransformsPassesAndPipelines() {
   registerFSDPPasses();
   PassPipelineRegistration<TrainStepPipelineOptions>(
@@ -33,4 +70,12 @@ void fsdp::registerTransformsPassesAndPipelines() {
       "The whole training step: loss, reverse-mode differentiation, "
       "optimizer update (fsdp-append-loss, fsdp-autodiff, fsdp-optimizer)",
       buildTrainStepPipeline);
+  PassPipelineRegistration<FSDPPipelineOptions>(
+      "fsdp-fully-shard",
+      "The training step, fully sharded as PyTorch FSDP shards it: loss, "
+      "reverse-mode differentiation, auto-wrap, flat parameters and "
+      "collectives, the optimizer on each rank's shards, verification "
+      "(fsdp-append-loss, fsdp-autodiff, fsdp-auto-wrap, fsdp-shard, "
+      "fsdp-optimizer, fsdp-verify-plan)",
+      buildFSDPPipeline);
 }

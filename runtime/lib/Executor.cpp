@@ -21,7 +21,8 @@ using nlohmann::json;
 // State
 //===----------------------------------------------------------------------===//
 
-State loadState(const Plan &plan, const std::string &modelPath) {
+State loadState(const Plan &plan, const std::string &modelPath,
+                int shardRank) {
   torch::jit::Module module;
   try {
     module = torch::jit::load(modelPath);
@@ -35,41 +36,102 @@ State loadState(const Plan &plan, const std::string &modelPath) {
     found[p.name] = p.value;
   for (const auto &b : module.named_buffers(/*recurse=*/true))
     found[b.name] = b.value;
+  auto lookup = [&](const std::string &name,
+                    const std::vector<std::string> &aliases,
+                    const TensorSpec &type, const char *what) {
+    auto it = found.find(name);
+    for (size_t i = 0; it == found.end() && i < aliases.size(); ++i)
+      it = found.find(aliases[i]);
+    if (it == found.end())
+      throw Error(std::string("the plan needs ") + what + " '" + name +
+                  "', which '" + modelPath + "' does not have");
+    const at::Tensor &t = it->second;
+    if (t.sizes().vec() != type.shape || t.scalar_type() != type.dtype)
+      throw Error(std::string(what) + " '" + name + "' is " +
+                  TensorSpec{t.sizes().vec(), t.scalar_type()}.str() + " in '" +
+                  modelPath + "' but " + type.str() + " in the plan");
+    return t.detach();
+  };
   State state;
   for (const StateEntry &entry : plan.state) {
+    if (entry.kind == StateKind::FlatParam) {
+      // Only this rank's shard: the parts of the members that fall in
+      // [begin, end) of the padded flat buffer (the padding stays zero).
+      int64_t shard = entry.type.shape[0];
+      int64_t begin = shardRank * shard, end = begin + shard;
+      at::Tensor mine =
+          at::zeros({shard}, at::TensorOptions().dtype(entry.type.dtype));
+      for (const FlatMember &m : entry.members) {
+        at::Tensor t = lookup(m.name, m.aliases, m.type, "parameter")
+                           .contiguous()
+                           .view({-1});
+        int64_t lo = std::max(begin, m.offset);
+        int64_t hi = std::min(end, m.offset + t.numel());
+        if (lo < hi)
+          mine.narrow(0, lo - begin, hi - lo)
+              .copy_(t.narrow(0, lo - m.offset, hi - lo));
+      }
+      state[entry.name] = mine;
+      continue;
+    }
     if (!entry.fromModel()) {
       state[entry.name] =
           at::zeros(entry.type.shape, at::TensorOptions().dtype(entry.type.dtype));
       continue;
     }
-    auto it = found.find(entry.name);
-    for (size_t i = 0; it == found.end() && i < entry.aliases.size(); ++i)
-      it = found.find(entry.aliases[i]);
-    const char *what = entry.isParam() ? "parameter" : "buffer";
-    if (it == found.end())
-      throw Error(std::string("the plan needs ") + what + " '" + entry.name +
-                  "', which '" + modelPath + "' does not have");
-    const at::Tensor &t = it->second;
-    if (t.sizes().vec() != entry.type.shape || t.scalar_type() != entry.type.dtype)
-      throw Error(std::string(what) + " '" + entry.name + "' is " +
-                  TensorSpec{t.sizes().vec(), t.scalar_type()}.str() + " in '" +
-                  modelPath + "' but " + entry.type.str() + " in the plan");
-    state[entry.name] = t.detach().clone();
+    state[entry.name] = lookup(entry.name, entry.aliases, entry.type,
+                               entry.isParam() ? "parameter" : "buffer")
+                            .clone();
   }
   return state;
 }
 
-void saveState(const Plan &plan, const State &state, const std::string &path) {
-  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+State gatherFlatParams(const Plan &plan, const State &state,
+                       Communicator &comm) {
+  State whole;
   for (const StateEntry &entry : plan.state) {
+    if (entry.kind != StateKind::FlatParam)
+      continue;
+    at::Tensor full =
+        comm.allGather(state.at(entry.name), CommGroup::Shard)->wait();
+    for (const FlatMember &m : entry.members) {
+      int64_t n = 1;
+      for (int64_t d : m.type.shape)
+        n *= d;
+      whole[m.name] = full.narrow(0, m.offset, n).view(m.type.shape).clone();
+    }
+  }
+  return whole;
+}
+
+void saveState(const Plan &plan, const State &state, const State &gathered,
+               const std::string &path) {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+  auto add = [&](const std::string &name,
+                 const std::vector<std::string> &aliases, const at::Tensor &t) {
+    dict.insert(name, t);
+    for (const std::string &alias : aliases)
+      dict.insert(alias, t);
+  };
+  for (const StateEntry &entry : plan.state) {
+    if (entry.kind == StateKind::FlatParam) {
+      for (const FlatMember &m : entry.members)
+        add(m.name, m.aliases, gathered.at(m.name));
+      continue;
+    }
     if (!entry.fromModel() || !entry.persistent)
       continue;
-    const at::Tensor &t = state.at(entry.name);
-    dict.insert(entry.name, t);
-    for (const std::string &alias : entry.aliases)
-      dict.insert(alias, t);
+    add(entry.name, entry.aliases, state.at(entry.name));
   }
   writeFileAtomically(path, torch::pickle_save(dict));
+}
+
+int64_t parameterAndOptimizerBytes(const Plan &plan, const State &state) {
+  int64_t bytes = 0;
+  for (const StateEntry &entry : plan.state)
+    if (entry.kind != StateKind::Buffer)
+      bytes += state.at(entry.name).nbytes();
+  return bytes;
 }
 
 void writeFileAtomically(const std::string &path, const std::vector<char> &bytes) {
@@ -172,7 +234,30 @@ static c10::IValue scalarArg(const json &arg, const c10::TypePtr &type,
   throw Error(where + ": unreadable argument " + arg.dump());
 }
 
-Executor::Executor(const Plan &plan) : plan(plan) {
+Executor::Executor(const Plan &plan, Communicator *comm)
+    : plan(plan), comm(comm) {
+  if (!this->comm) {
+    single = createSingleRankCommunicator();
+    this->comm = single.get();
+  }
+  // Which start each wait completes.
+  startOf.assign(plan.instructions.size(), 0);
+  std::map<int64_t, size_t> startBySlot;
+  for (size_t i = 0; i < plan.instructions.size(); ++i) {
+    const Instruction &inst = plan.instructions[i];
+    if (inst.kind == InstKind::AllGather ||
+        inst.kind == InstKind::ReduceScatter ||
+        inst.kind == InstKind::AllReduce)
+      startBySlot[inst.result] = i;
+    if (inst.kind == InstKind::Wait) {
+      auto it = startBySlot.find(inst.input);
+      if (it == startBySlot.end())
+        throw Error("plan instruction #" + std::to_string(i) +
+                    " waits on slot " + std::to_string(inst.input) +
+                    ", which no collective started");
+      startOf[i] = it->second;
+    }
+  }
   calls.resize(plan.instructions.size());
   constants.resize(plan.instructions.size());
   for (size_t i = 0; i < plan.instructions.size(); ++i) {
@@ -273,8 +358,11 @@ void Executor::release(int64_t slot) {
 std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
                                       State &state) {
   slots.assign(plan.numSlots, at::Tensor());
+  futures.clear();
+  futures.resize(plan.numSlots);
   storages.clear();
   live = peak = 0;
+  gradBytes = 0;
   // The state lives through the step; views of it (a transposed weight)
   // add nothing.
   for (const auto &[name, t] : state) {
@@ -305,6 +393,58 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
     case InstKind::Constant:
       set(inst.result, constants[i]);
       break;
+    case InstKind::AllGather:
+      futures[inst.result] = comm->allGather(slots[inst.input], inst.group);
+      break;
+    case InstKind::ReduceScatter:
+      futures[inst.result] =
+          comm->reduceScatter(slots[inst.input], inst.group, inst.mean);
+      break;
+    case InstKind::AllReduce:
+      futures[inst.result] =
+          comm->allReduce(slots[inst.input], inst.group, inst.mean);
+      break;
+    case InstKind::Wait: {
+      std::unique_ptr<Pending> pending = std::move(futures[inst.input]);
+      if (!pending)
+        throw Error("instruction #" + std::to_string(i) +
+                    " waits for a collective that was not started");
+      at::Tensor t;
+      try {
+        t = pending->wait();
+      } catch (const std::exception &e) {
+        std::string msg = e.what();
+        throw Error("instruction #" + std::to_string(i) +
+                    " (wait for a collective): " +
+                    msg.substr(0, msg.find('\n')));
+      }
+      if (t.sizes().vec() != inst.type.shape)
+        throw Error("instruction #" + std::to_string(i) +
+                    " (wait): the collective returned " +
+                    TensorSpec{t.sizes().vec(), t.scalar_type()}.str() +
+                    ", the plan expects " + inst.type.str());
+      // A reduced gradient, what the optimizer reads (a HYBRID_SHARD
+      // all-reduce across replicas replaces the shard it reduces).
+      const Instruction &start = plan.instructions[startOf[i]];
+      if (start.kind == InstKind::ReduceScatter ||
+          (start.kind == InstKind::AllReduce &&
+           start.group != CommGroup::Replicate))
+        gradBytes += t.nbytes();
+      set(inst.result, std::move(t));
+      break;
+    }
+    case InstKind::Free:
+      // The buffer's slot is released below: this is its last use.
+      break;
+    case InstKind::View: {
+      int64_t n = 1;
+      for (int64_t d : inst.type.shape)
+        n *= d;
+      set(inst.result,
+          slots[inst.input].narrow(0, inst.offset, n).view(inst.type.shape));
+      break;
+    }
+
     case InstKind::Call: {
       const Call &call = calls[i];
       stack.clear();

@@ -121,6 +121,45 @@ static void validate(const Plan &plan, const std::string &path) {
       }
       break;
     }
+    case InstKind::AllGather:
+    case InstKind::ReduceScatter:
+      if (!names.count(inst.state))
+        fail(i, "unit '" + inst.state + "' is not in the plan's state");
+      [[fallthrough]];
+    case InstKind::AllReduce:
+    case InstKind::Wait:
+    case InstKind::View:
+      checkSlot(i, inst.input);
+      checkSlot(i, inst.result);
+      break;
+    case InstKind::Free:
+      checkSlot(i, inst.input);
+      break;
+    }
+  }
+  if (plan.worldSize < 1 || plan.shardGroupSize < 1 ||
+      plan.worldSize % plan.shardGroupSize != 0)
+    throw Error("plan '" + path + "': shard-group size " +
+                std::to_string(plan.shardGroupSize) +
+                " does not divide the world size " +
+                std::to_string(plan.worldSize));
+  for (const StateEntry &e : plan.state) {
+    if (e.kind != StateKind::FlatParam)
+      continue;
+    if (e.shards != plan.shardGroupSize || e.padded % e.shards != 0 ||
+        e.padded < e.numel || e.type.shape.size() != 1 ||
+        e.type.shape[0] * e.shards != e.padded)
+      throw Error("plan '" + path + "': flat parameter '" + e.name +
+                  "' has inconsistent sizes (numel " + std::to_string(e.numel) +
+                  ", padded " + std::to_string(e.padded) + ", " +
+                  std::to_string(e.shards) + " shards)");
+    for (const FlatMember &m : e.members) {
+      int64_t n = 1;
+      for (int64_t d : m.type.shape)
+        n *= d;
+      if (m.offset < 0 || m.offset + n > e.numel)
+        throw Error("plan '" + path + "': parameter '" + m.name +
+                    "' lies outside its flat parameter '" + e.name + "'");
     }
   }
 }
@@ -147,6 +186,9 @@ Plan loadPlan(const std::string &path) {
     Plan plan;
     plan.function = j.at("function").get<std::string>();
     plan.numSlots = j.at("num_slots").get<int64_t>();
+    plan.worldSize = j.at("world_size").get<int64_t>();
+    plan.shardGroupSize = j.at("shard_group_size").get<int64_t>();
+    plan.sharding = j.at("sharding").get<std::string>();
     for (const json &s : j.at("state")) {
       StateEntry e;
       e.name = s.at("name").get<std::string>();
@@ -157,6 +199,8 @@ Plan loadPlan(const std::string &path) {
         e.kind = StateKind::Buffer;
       else if (kind == "optim")
         e.kind = StateKind::Optim;
+      else if (kind == "flat_param")
+        e.kind = StateKind::FlatParam;
       else
         throw Error("plan '" + path + "': state '" + e.name +
                     "' has unknown kind '" + kind + "'");
@@ -168,6 +212,19 @@ Plan loadPlan(const std::string &path) {
       e.persistent = s.value("persistent", true);
       e.type = parseType(s);
       e.aliases = s.at("aliases").get<std::vector<std::string>>();
+      if (e.kind == StateKind::FlatParam) {
+        e.numel = s.at("numel").get<int64_t>();
+        e.padded = s.at("padded").get<int64_t>();
+        e.shards = s.at("shards").get<int64_t>();
+        for (const json &m : s.at("params")) {
+          FlatMember member;
+          member.name = m.at("name").get<std::string>();
+          member.type = parseType(m);
+          member.offset = m.at("offset").get<int64_t>();
+          member.aliases = m.at("aliases").get<std::vector<std::string>>();
+          e.members.push_back(std::move(member));
+        }
+      }
       plan.state.push_back(std::move(e));
     }
     for (const json &i : j.at("inputs"))
@@ -200,6 +257,43 @@ Plan loadPlan(const std::string &path) {
         inst.mutates = i.at("mutates").get<std::vector<int64_t>>();
         inst.listResult = i.at("list_result").get<bool>();
         inst.loc = i.value("loc", "");
+      } else if (kind == "all_gather" || kind == "reduce_scatter" ||
+                 kind == "all_reduce") {
+        inst.kind = kind == "all_gather"       ? InstKind::AllGather
+                    : kind == "reduce_scatter" ? InstKind::ReduceScatter
+                                               : InstKind::AllReduce;
+        inst.input = i.at("input").get<int64_t>();
+        inst.result = i.at("result").get<int64_t>();
+        inst.state = i.value("unit", "");
+        std::string group = i.at("group").get<std::string>();
+        if (group == "world")
+          inst.group = CommGroup::World;
+        else if (group == "shard")
+          inst.group = CommGroup::Shard;
+        else if (group == "replicate")
+          inst.group = CommGroup::Replicate;
+        else
+          throw Error("plan '" + path + "': unknown group '" + group + "'");
+        if (inst.kind != InstKind::AllGather) {
+          std::string reduce = i.at("reduce").get<std::string>();
+          if (reduce != "sum" && reduce != "mean")
+            throw Error("plan '" + path + "': unknown reduction '" + reduce + "'");
+          inst.mean = reduce == "mean";
+        }
+      } else if (kind == "wait") {
+        inst.kind = InstKind::Wait;
+        inst.input = i.at("future").get<int64_t>();
+        inst.result = i.at("result").get<int64_t>();
+        inst.type = parseType(i);
+      } else if (kind == "free") {
+        inst.kind = InstKind::Free;
+        inst.input = i.at("buffer").get<int64_t>();
+      } else if (kind == "view") {
+        inst.kind = InstKind::View;
+        inst.input = i.at("buffer").get<int64_t>();
+        inst.result = i.at("result").get<int64_t>();
+        inst.offset = i.at("offset").get<int64_t>();
+        inst.type = parseType(i);
       } else {
         throw Error("plan '" + path + "': unknown instruction kind '" + kind + "'");
       }

@@ -6,11 +6,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/Config/AccelerateConfig.h"
 #include "fsdp/Dialect/ATen/Gradients.h"
 #include "fsdp/Import/TorchScript/Import.h"
 #include "fsdp/InitAll.h"
 #include "fsdp/Target/Plan/PlanEmitter.h"
 #include "fsdp/Transforms/Passes.h"
+#include "fsdp/Transforms/Report.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/IR/AsmState.h"
@@ -21,6 +23,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -81,6 +84,184 @@ static llvm::cl::opt<double> epsFlag("eps", llvm::cl::desc("AdamW eps (1e-8)"),
                                      llvm::cl::init(1e-8),
                                      llvm::cl::cat(trainCategory));
 
+static llvm::cl::OptionCategory fsdpCategory(
+    "FSDP options (PyTorch FullyShardedDataParallel's names)");
+
+static llvm::cl::opt<int64_t> worldSizeFlag(
+    "world-size", llvm::cl::desc("Number of ranks the plan runs on"),
+    llvm::cl::init(1), llvm::cl::cat(fsdpCategory));
+static llvm::cl::opt<std::string> shardingFlag(
+    "sharding",
+    llvm::cl::desc("Sharding strategy: FULL_SHARD (default), SHARD_GRAD_OP, "
+                   "NO_SHARD or HYBRID_SHARD"),
+    llvm::cl::init("FULL_SHARD"), llvm::cl::cat(fsdpCategory));
+static llvm::cl::opt<int64_t> shardGroupSizeFlag(
+    "shard-group-size",
+    llvm::cl::desc("HYBRID_SHARD: ranks per shard group (one node's); the "
+                   "groups replicate each other"),
+    llvm::cl::init(0), llvm::cl::cat(fsdpCategory));
+static llvm::cl::opt<std::string> autoWrapFlag(
+    "auto-wrap",
+    llvm::cl::desc("Auto-wrap policy: size (--min-num-params), class "
+                   "(--wrap-class), modules (--wrap-module) or none (one "
+                   "unit)"),
+    llvm::cl::init("none"), llvm::cl::cat(fsdpCategory));
+static llvm::cl::opt<int64_t> minNumParamsFlag(
+    "min-num-params",
+    llvm::cl::desc("size policy: a module with this many unwrapped "
+                   "parameters becomes a unit (1e8)"),
+    llvm::cl::init(100000000), llvm::cl::cat(fsdpCategory));
+static llvm::cl::list<std::string> wrapClassFlag(
+    "wrap-class",
+    llvm::cl::desc("class policy: a module class that becomes a unit "
+                   "(e.g. a transformer layer); repeatable"),
+    llvm::cl::value_desc("NAME"), llvm::cl::cat(fsdpCategory));
+static llvm::cl::list<std::string> wrapModuleFlag(
+    "wrap-module",
+    llvm::cl::desc("modules policy: the path of a module that becomes a "
+                   "unit; repeatable"),
+    llvm::cl::value_desc("PATH"), llvm::cl::cat(fsdpCategory));
+static llvm::cl::list<std::string> ignoreModuleFlag(
+    "ignore-module",
+    llvm::cl::desc("A module whose parameters stay unsharded and replicated "
+                   "(FSDP's ignored_modules); repeatable"),
+    llvm::cl::value_desc("PATH"), llvm::cl::cat(fsdpCategory));
+static llvm::cl::opt<std::string> configFlag(
+    "config",
+    llvm::cl::desc("An Accelerate config file (fsdp_config keys and "
+                   "num_processes); flags override it"),
+    llvm::cl::value_desc("FILE.yaml"), llvm::cl::cat(fsdpCategory));
+static llvm::cl::opt<bool> printConfigFlag(
+    "print-config",
+    llvm::cl::desc("Print the FSDP settings (config file and flags merged) "
+                   "and exit"),
+    llvm::cl::init(false), llvm::cl::cat(fsdpCategory));
+static llvm::cl::opt<bool> fsdpReportFlag(
+    "fsdp-report",
+    llvm::cl::desc("Print the FSDP units and the per-rank bytes of sharded "
+                   "state against unsharded"),
+    llvm::cl::init(false), llvm::cl::cat(fsdpCategory));
+
+/// The FSDP settings: the config file's, then the flags given.
+struct FSDPSettings {
+  bool enabled = false;
+  std::string sharding = "FULL_SHARD";
+  int64_t worldSize = 1;
+  int64_t shardGroupSize = 0;
+  std::string autoWrap = "none";
+  int64_t minNumParams = 100000000;
+  std::vector<std::string> wrapClasses, wrapModules, ignoreModules;
+};
+static FSDPSettings fsdpSettings;
+
+static bool given(const llvm::cl::Option &o) { return o.getNumOccurrences() > 0; }
+
+static LogicalResult resolveFSDPSettings() {
+  FSDPSettings &s = fsdpSettings;
+  auto error = [](const llvm::Twine &message) {
+    llvm::errs() << "error: " << message << "\n";
+    return failure();
+  };
+  if (given(configFlag)) {
+    llvm::Expected<fsdp::AccelerateConfig> config =
+        fsdp::readAccelerateConfig(configFlag);
+    if (!config)
+      return error(llvm::toString(config.takeError()));
+    s.enabled = true;
+    if (config->sharding)
+      s.sharding = *config->sharding;
+    if (config->autoWrap)
+      s.autoWrap = *config->autoWrap;
+    if (config->minNumParams)
+      s.minNumParams = *config->minNumParams;
+    s.wrapClasses = config->wrapClasses;
+    if (config->numProcesses)
+      s.worldSize = *config->numProcesses;
+  }
+  for (const llvm::cl::Option *o : std::initializer_list<const llvm::cl::Option *>{
+           &worldSizeFlag, &shardingFlag, &shardGroupSizeFlag, &autoWrapFlag,
+           &minNumParamsFlag, std::addressof(wrapClassFlag),
+           std::addressof(wrapModuleFlag), std::addressof(ignoreModuleFlag),
+           &fsdpReportFlag})
+    if (given(*o))
+      s.enabled = true;
+  if (given(shardingFlag))
+    s.sharding = shardingFlag;
+  if (given(worldSizeFlag))
+    s.worldSize = worldSizeFlag;
+  if (given(shardGroupSizeFlag))
+    s.shardGroupSize = shardGroupSizeFlag;
+  if (given(autoWrapFlag))
+    s.autoWrap = autoWrapFlag;
+  if (given(minNumParamsFlag))
+    s.minNumParams = minNumParamsFlag;
+  if (given(wrapClassFlag))
+    s.wrapClasses.assign(wrapClassFlag.begin(), wrapClassFlag.end());
+  s.wrapModules.assign(wrapModuleFlag.begin(), wrapModuleFlag.end());
+  s.ignoreModules.assign(ignoreModuleFlag.begin(), ignoreModuleFlag.end());
+  if (!s.enabled)
+    return success();
+
+  if (s.sharding != "FULL_SHARD" && s.sharding != "SHARD_GRAD_OP" &&
+      s.sharding != "NO_SHARD" && s.sharding != "HYBRID_SHARD")
+    return error("--sharding " + s.sharding +
+                 ": expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or "
+                 "HYBRID_SHARD");
+  if (s.worldSize < 1)
+    return error("--world-size must be at least 1, found " +
+                 llvm::Twine(s.worldSize));
+  if (s.sharding == "HYBRID_SHARD") {
+    if (s.shardGroupSize <= 0)
+      return error("HYBRID_SHARD needs --shard-group-size G: the ranks of "
+                   "one node, which shard each unit (groups of G replicate "
+                   "it)");
+    if (s.worldSize % s.shardGroupSize != 0)
+      return error("--shard-group-size " + llvm::Twine(s.shardGroupSize) +
+                   " does not divide --world-size " +
+                   llvm::Twine(s.worldSize));
+  } else if (s.shardGroupSize != 0) {
+    return error("--shard-group-size applies to HYBRID_SHARD, not " +
+                 s.sharding);
+  }
+  if (s.autoWrap != "size" && s.autoWrap != "class" &&
+      s.autoWrap != "modules" && s.autoWrap != "none")
+    return error("--auto-wrap " + s.autoWrap +
+                 ": expected size, class, modules or none");
+  if (given(minNumParamsFlag) && s.autoWrap != "size")
+    return error("--min-num-params applies to --auto-wrap size, not " +
+                 s.autoWrap);
+  if (s.minNumParams < 0)
+    return error("--min-num-params must not be negative");
+  if (!s.wrapClasses.empty() && s.autoWrap != "class")
+    return error("--wrap-class applies to --auto-wrap class, not " +
+                 s.autoWrap);
+  if (s.autoWrap == "class" && s.wrapClasses.empty())
+    return error("--auto-wrap class needs --wrap-class NAME");
+  if (!s.wrapModules.empty() && s.autoWrap != "modules")
+    return error("--wrap-module applies to --auto-wrap modules, not " +
+                 s.autoWrap);
+  if (s.autoWrap == "modules" && s.wrapModules.empty())
+    return error("--auto-wrap modules needs --wrap-module PATH");
+  return success();
+}
+
+static void printFSDPSettings(llvm::raw_ostream &os) {
+  const FSDPSettings &s = fsdpSettings;
+  os << "sharding: " << s.sharding << "\n";
+  os << "world-size: " << s.worldSize << "\n";
+  if (s.shardGroupSize)
+    os << "shard-group-size: " << s.shardGroupSize << "\n";
+  os << "auto-wrap: " << s.autoWrap << "\n";
+  if (s.autoWrap == "size")
+    os << "min-num-params: " << s.minNumParams << "\n";
+  if (!s.wrapClasses.empty())
+    os << "wrap-class: " << llvm::join(s.wrapClasses, ",") << "\n";
+  if (!s.wrapModules.empty())
+    os << "wrap-module: " << llvm::join(s.wrapModules, ",") << "\n";
+  if (!s.ignoreModules.empty())
+    os << "ignore-module: " << llvm::join(s.ignoreModules, ",") << "\n";
+}
+
 static llvm::cl::opt<bool> listGradientRules(
     "list-gradient-rules",
     llvm::cl::desc("Print the ATen overloads with a gradient rule and exit"),
@@ -100,6 +281,9 @@ static LogicalResult checkTrainFlags() {
     return failure();
   };
   if (!wantsTrainStep()) {
+    if (fsdpSettings.enabled)
+      return error("FSDP options need --loss: what is sharded is the "
+                   "training step");
     for (const llvm::cl::Option *o :
          Flags{&optimizerFlag, &lrFlag, &weightDecayFlag, &momentumFlag,
                &nesterovFlag, &beta1Flag, &beta2Flag, &epsFlag,
@@ -123,9 +307,10 @@ static LogicalResult checkTrainFlags() {
   return success();
 }
 
-/// The fsdp-train-step pipeline the flags describe.
-static void addTrainStep(PassManager &pm) {
-  fsdp::TrainStepPipelineOptions options;
+/// The pipeline the flags describe: fsdp-train-step, or fsdp-fully-shard
+/// with FSDP options.
+template <typename Options>
+static void setTrainOptions(Options &options) {
   options.loss = lossFlag;
   options.targets = std::vector<std::string>(targetSpecs.begin(),
                                              targetSpecs.end());
@@ -137,7 +322,27 @@ static void addTrainStep(PassManager &pm) {
   options.beta1 = beta1Flag;
   options.beta2 = beta2Flag;
   options.eps = epsFlag;
-  fsdp::buildTrainStepPipeline(pm, options);
+}
+
+static void addTrainStep(PassManager &pm) {
+  if (!fsdpSettings.enabled) {
+    fsdp::TrainStepPipelineOptions options;
+    setTrainOptions(options);
+    fsdp::buildTrainStepPipeline(pm, options);
+    return;
+  }
+  const FSDPSettings &s = fsdpSettings;
+  fsdp::FSDPPipelineOptions options;
+  setTrainOptions(options);
+  options.sharding = s.sharding;
+  options.worldSize = s.worldSize;
+  options.shardGroupSize = s.shardGroupSize;
+  options.autoWrapPolicy = s.autoWrap;
+  options.minNumParams = s.minNumParams;
+  options.wrapClasses = s.wrapClasses;
+  options.wrapModules = s.wrapModules;
+  options.ignoreModules = s.ignoreModules;
+  fsdp::buildFSDPPipeline(pm, options);
 }
 
 enum class EmitKind { MLIR, Plan };
@@ -198,6 +403,9 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
     llvm::errs() << "error: " << error << "\n";
     return failure();
   }
+  if (fsdpReportFlag)
+    fsdp::printFSDPReport(*module, outputFilename == "-" ? llvm::errs()
+                                                         : llvm::outs());
   TimingScope outputTiming = timing.nest("Output");
   if (emitKind == EmitKind::Plan) {
     // The whole training step when there is one, else the forward.
@@ -229,6 +437,12 @@ int main(int argc, char **argv) {
   if (listGradientRules) {
     for (llvm::StringRef name : fsdp::aten::gradientRuleNames())
       llvm::outs() << name << "\n";
+    return 0;
+  }
+  if (failed(resolveFSDPSettings()))
+    return 1;
+  if (printConfigFlag) {
+    printFSDPSettings(llvm::outs());
     return 0;
   }
   if (failed(checkTrainFlags()))

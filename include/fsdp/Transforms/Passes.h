@@ -11,41 +11,87 @@
 
 namespace fsdp {
 
+/// Marks the first op of the backward (the loss gradient's seed), set by
+/// fsdp-autodiff.
+inline constexpr llvm::StringLiteral kBackwardStartAttr = "fsdp.backward_start";
+
 #define GEN_PASS_DECL
 #include "fsdp/Transforms/Passes.h.inc"
 
 /// The options of the `fsdp-train-step` pipeline: those of its passes.
-struct TrainStepPipelineOptions
-    : public mlir::PassPipelineOptions<TrainStepPipelineOptions> {
-  Option<std::string> loss{*this, "loss",
-                           llvm::cl::desc("cross_entropy, mse or none"),
-                           llvm::cl::init("cross_entropy")};
-  ListOption<std::string> targets{
+/// `fsdp-fully-shard` adds FSDP's own (FSDPPipelineOptions).
+template <typename Derived>
+struct TrainStepOptionsBase : public mlir::PassPipelineOptions<Derived> {
+  template <typename T> using Opt = mlir::detail::PassOptions::Option<T>;
+  template <typename T>
+  using ListOpt = mlir::detail::PassOptions::ListOption<T>;
+
+  Opt<std::string> loss{*this, "loss",
+                        llvm::cl::desc("cross_entropy, mse or none"),
+                        llvm::cl::init("cross_entropy")};
+  ListOpt<std::string> targets{
       *this, "targets", llvm::cl::desc("Target specs NAME:DIMSxDTYPE")};
-  Option<std::string> optimizer{*this, "optimizer",
-                                llvm::cl::desc("sgd or adamw"),
-                                llvm::cl::init("sgd")};
-  Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
-                    llvm::cl::init(1e-3)};
-  Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
-                          llvm::cl::init(0.0)};
-  Option<bool> nesterov{*this, "nesterov", llvm::cl::desc("SGD Nesterov"),
-                        llvm::cl::init(false)};
-  Option<double> weightDecay{
+  Opt<std::string> optimizer{*this, "optimizer",
+                             llvm::cl::desc("sgd or adamw"),
+                             llvm::cl::init("sgd")};
+  Opt<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
+                 llvm::cl::init(1e-3)};
+  Opt<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
+                       llvm::cl::init(0.0)};
+  Opt<bool> nesterov{*this, "nesterov", llvm::cl::desc("SGD Nesterov"),
+                     llvm::cl::init(false)};
+  Opt<double> weightDecay{
       *this, "weight-decay",
       llvm::cl::desc("Weight decay (negative: the optimizer's default)"),
       llvm::cl::init(-1.0)};
-  Option<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"),
-                       llvm::cl::init(0.9)};
-  Option<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"),
-                       llvm::cl::init(0.999)};
-  Option<double> eps{*this, "eps", llvm::cl::desc("AdamW epsilon"),
-                     llvm::cl::init(1e-8)};
+  Opt<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"),
+                    llvm::cl::init(0.9)};
+  Opt<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"),
+                    llvm::cl::init(0.999)};
+  Opt<double> eps{*this, "eps", llvm::cl::desc("AdamW epsilon"),
+                  llvm::cl::init(1e-8)};
+};
+
+struct TrainStepPipelineOptions
+    : TrainStepOptionsBase<TrainStepPipelineOptions> {};
+
+/// `fsdp-fully-shard`: the training step and PyTorch FSDP's choices, with
+/// FSDP's names.
+struct FSDPPipelineOptions : TrainStepOptionsBase<FSDPPipelineOptions> {
+  Opt<std::string> sharding{
+      *this, "sharding-strategy",
+      llvm::cl::desc("FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD"),
+      llvm::cl::init("FULL_SHARD")};
+  Opt<int64_t> worldSize{*this, "world-size",
+                         llvm::cl::desc("Number of ranks"), llvm::cl::init(1)};
+  Opt<int64_t> shardGroupSize{
+      *this, "shard-group-size",
+      llvm::cl::desc("HYBRID_SHARD: ranks per shard group"),
+      llvm::cl::init(0)};
+  Opt<std::string> autoWrapPolicy{
+      *this, "auto-wrap-policy",
+      llvm::cl::desc("size, class, modules or none"), llvm::cl::init("none")};
+  Opt<int64_t> minNumParams{
+      *this, "min-num-params",
+      llvm::cl::desc("size policy: parameters that make a unit"),
+      llvm::cl::init(100000000)};
+  ListOpt<std::string> wrapClasses{
+      *this, "wrap-class", llvm::cl::desc("class policy: unit classes")};
+  ListOpt<std::string> wrapModules{
+      *this, "wrap-module", llvm::cl::desc("modules policy: unit paths")};
+  ListOpt<std::string> ignoreModules{
+      *this, "ignore-module",
+      llvm::cl::desc("Modules whose parameters stay whole and replicated")};
 };
 
 /// Loss, reverse-mode differentiation, optimizer: the whole training step.
 void buildTrainStepPipeline(mlir::OpPassManager &pm,
                             const TrainStepPipelineOptions &options);
+
+/// The training step, fully sharded: loss, differentiation, auto-wrap,
+/// sharding and collectives, the optimizer on the shards, verification.
+void buildFSDPPipeline(mlir::OpPassManager &pm,
+                       const FSDPPipelineOptions &options);
 
 #define GEN_PASS_REGISTRATION
 #include "fsdp/Transforms/Passes.h.inc"

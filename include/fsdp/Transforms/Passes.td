@@ -123,4 +123,108 @@ def Optimizer : Pass<"fsdp-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["::fsdp::aten::ATenDialect", "::fsdp::FSDPDialect"];
 }
 
+def AutoWrap : Pass<"fsdp-auto-wrap", "mlir::ModuleOp"> {
+  let summary = "Groups parameters into FSDP units (PyTorch's auto_wrap_policy)";
+  let description = [{
+    Decides which module owns each parameter's FSDP unit, as FSDP's
+    `auto_wrap_policy` does when it wraps modules, and marks every
+    `fsdp.param` with `fsdp.unit = "MODULE_PATH"` (`""`: the root unit) or
+    `fsdp.ignored` (a parameter of an `ignore-module`, which stays
+    unsharded and replicated). The module tree comes from the importer's
+    `fsdp.modules` (path and class of every module, preorder).
+
+    - `size` (size_based_auto_wrap_policy, nested as FSDP1 and fairscale):
+      bottom-up, a module whose not-yet-wrapped parameters number at least
+      `min-num-params` becomes a unit; the root takes the rest. ModuleList
+      and ModuleDict are never units, as in FSDP.
+    - `class` (transformer_auto_wrap_policy): every module whose class is one
+      of `wrap-class` (the full TorchScript name or its last component, e.g.
+      `Block`) becomes a unit.
+    - `modules`: the modules at the paths `wrap-module` become units.
+    - `none`: one unit, the root.
+
+    A parameter belongs to the innermost unit around the module that owns
+    it (a tied weight to that of its first name).
+
+    ```mlir
+    fsdp.param @"blocks.0.fc.weight" : tensor<64x32xf32> in "blocks.0.fc" : "torch.nn.modules.linear.Linear" {fsdp.unit = "blocks.0"}
+    ```
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"none\"",
+           "size, class, modules or none">,
+    Option<"minNumParams", "min-num-params", "int64_t", /*default=*/"100000000",
+           "size: the parameter count that makes a module a unit (FSDP's "
+           "default 1e8)">,
+    ListOption<"wrapClasses", "wrap-class", "std::string",
+               "class: module classes that become units">,
+    ListOption<"wrapModules", "wrap-module", "std::string",
+               "modules: module paths that become units">,
+    ListOption<"ignoreModules", "ignore-module", "std::string",
+               "Module paths whose parameters stay unsharded and replicated">,
+  ];
+}
+
+def Shard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
+  let summary = "Flat parameters, sharding strategy and collectives";
+  let description = [{
+    Runs after `fsdp-auto-wrap` and `fsdp-autodiff`, before
+    `fsdp-optimizer`. For each unit it declares one `fsdp.flat_param`
+    named `PATH._flat_param` (the root's is `_flat_param`): its trained
+    parameters one after another, padded to a multiple of the shard-group
+    size. A rank holds one shard; `fsdp.get` of the flat parameter reads it.
+
+    - Before the unit's first use in the forward: `all_gather.start` of the
+      shard, `wait`, and an `fsdp.view` per parameter in place of its
+      `fsdp.get`; `fsdp.free` after the last forward use (FULL_SHARD,
+      HYBRID_SHARD) and the same again around the backward's uses, or one
+      gather kept from the forward to the last backward use
+      (SHARD_GRAD_OP). NO_SHARD reads the whole flat parameter, no gather.
+    - Once the last member's gradient is complete: the flat gradient
+      (padded with zeros) is reduce-scattered (mean) over the shard group,
+      then all-reduced (mean) over the replica group for HYBRID_SHARD;
+      NO_SHARD all-reduces it. The waits come at the end of the step, so
+      reduction overlaps the rest of the backward; `fsdp.grad` of the flat
+      parameter follows, and `fsdp-optimizer` updates the shard, with state
+      shaped like it.
+    - Parameters of ignored modules stay whole; their gradients are
+      all-reduced (mean) over the world, so replicas stay equal.
+      Parameters the loss does not reach (no `fsdp.grad`) are never
+      updated and stay whole.
+
+    The module gets `fsdp.world_size`, `fsdp.shard_group_size` and
+    `fsdp.sharding`.
+  }];
+  let options = [
+    Option<"sharding", "sharding-strategy", "std::string",
+           /*default=*/"\"FULL_SHARD\"",
+           "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD">,
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
+           "Number of ranks">,
+    Option<"shardGroupSize", "shard-group-size", "int64_t", /*default=*/"0",
+           "HYBRID_SHARD: ranks per shard group (replicated across groups)">,
+  ];
+  let dependentDialects = ["::fsdp::aten::ATenDialect", "::fsdp::FSDPDialect"];
+}
+
+def VerifyPlan : Pass<"fsdp-verify-plan", "mlir::ModuleOp"> {
+  let summary = "Checks a sharded step's collectives and buffer lifetimes";
+  let description = [{
+    The checks a sharded `@train_step` must pass before a runtime executes
+    it on every rank, each an error at the offending op:
+
+    - every rank issues the same collectives in the same order: no
+      collective inside a region (a branch could differ between ranks), and
+      the groups agree with the module's sharding (`fsdp.world_size`,
+      `fsdp.shard_group_size`);
+    - start before wait before use: every future is waited, and a reduced
+      input is not written while its collective is in flight;
+    - every gathered buffer is freed exactly once, and nothing uses it or a
+      view of it after the free;
+    - consistent shard sizes: an all-gather sends the unit's own shard
+      (`fsdp.get` of its flat parameter), and each flat parameter's shard
+      count is the shard-group size.
+  }];
+}
+
 #endif // FSDP_TRANSFORMS_PASSES_TD

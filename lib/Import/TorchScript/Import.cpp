@@ -462,13 +462,19 @@ void Importer::declareState(const jit::Module &root) {
   };
 
   // state_dict order: each module's parameters, then its buffers, preorder.
+  // The module tree (path and class of every module, preorder) is kept as
+  // `fsdp.modules` for auto-wrapping by module class or path.
+  SmallVector<Attribute> modules;
   for (const auto &named : root.named_modules()) {
     const jit::Module &m = named.value;
+    modules.push_back(builder.getStrArrayAttr(
+        {named.name, cleanClassName(m.type()->name()->qualifiedName())}));
     for (const auto &p : m.named_parameters(/*recurse=*/false))
       declare(named.name, m, p.name, p.value, /*isParam=*/true);
     for (const auto &b : m.named_buffers(/*recurse=*/false))
       declare(named.name, m, b.name, b.value, /*isParam=*/false);
   }
+  module->setAttr("fsdp.modules", builder.getArrayAttr(modules));
 }
 
 Value Importer::stateValue(const std::string &fqn, Location loc) {

@@ -147,6 +147,10 @@ FailureOr<json::Value> PlanWriter::argJson(aten::CallOp op, Attribute arg,
 LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
                               raw_ostream &os) {
   json::Array state;
+  llvm::DenseSet<StringAttr> flatMembers;
+  for (FlatParamOp flat : module.getOps<FlatParamOp>())
+    for (Attribute ref : flat.getParams())
+      flatMembers.insert(cast<FlatSymbolRefAttr>(ref).getAttr());
   for (Operation &op : module.getBody()->getOperations()) {
     auto describe = [&](auto symbol, StringRef kind) -> LogicalResult {
       FailureOr<json::Value> type = typeJson(symbol, symbol.getType());
@@ -166,8 +170,46 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
       return success();
     };
     if (auto param = dyn_cast<ParamOp>(op)) {
+      // A flat parameter's member lives in it, not as state of its own.
+      if (flatMembers.contains(param.getSymNameAttr()))
+        continue;
       if (failed(describe(param, "param")))
         return failure();
+    } else if (auto flat = dyn_cast<FlatParamOp>(op)) {
+      // A rank holds its shard; the members say where each parameter lies
+      // in the full flat buffer.
+      FailureOr<json::Value> type = typeJson(flat, flat.getShardType());
+      if (failed(type))
+        return failure();
+      json::Object entry = std::move(*type->getAsObject());
+      entry["name"] = flat.getSymName();
+      entry["kind"] = "flat_param";
+      entry["module"] = flat.getModulePath();
+      entry["numel"] = int64_t(flat.getNumel());
+      entry["padded"] = int64_t(flat.getPaddedNumel());
+      entry["shards"] = int64_t(flat.getShardGroupSize());
+      json::Array members;
+      for (auto [ref, offset] : llvm::zip(flat.getParams(), flat.getOffsets())) {
+        auto param = module.lookupSymbol<ParamOp>(
+            cast<FlatSymbolRefAttr>(ref).getAttr());
+        FailureOr<json::Value> memberType = typeJson(param, param.getType());
+        if (failed(memberType))
+          return failure();
+        json::Object member = std::move(*memberType->getAsObject());
+        member["name"] = param.getSymName();
+        member["offset"] = offset;
+        member["module"] = param.getModulePath();
+        member["class"] = param.getModuleClass();
+        json::Array aliases;
+        if (auto a = param.getAliases())
+          for (Attribute alias : *a)
+            aliases.push_back(cast<StringAttr>(alias).getValue());
+        member["aliases"] = std::move(aliases);
+        members.push_back(std::move(member));
+      }
+      entry["params"] = std::move(members);
+      entry["aliases"] = json::Array();
+      state.push_back(std::move(entry));
     } else if (auto buffer = dyn_cast<BufferOp>(op)) {
       if (failed(describe(buffer, "buffer")))
         return failure();
@@ -274,6 +316,45 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
           mutates.push_back(arg);
       inst["mutates"] = std::move(mutates);
       inst["list_result"] = call.getListResult();
+    } else if (auto gather = dyn_cast<AllGatherStartOp>(op)) {
+      inst["kind"] = "all_gather";
+      inst["unit"] = gather.getUnit();
+      inst["group"] = stringifyCommGroup(gather.getGroup());
+      inst["input"] = slot(gather.getShard());
+      inst["result"] = slot(gather.getFuture());
+    } else if (auto scatter = dyn_cast<ReduceScatterStartOp>(op)) {
+      inst["kind"] = "reduce_scatter";
+      inst["unit"] = scatter.getUnit();
+      inst["group"] = stringifyCommGroup(scatter.getGroup());
+      inst["reduce"] = stringifyReduceOp(scatter.getReduce());
+      inst["input"] = slot(scatter.getInput());
+      inst["result"] = slot(scatter.getFuture());
+    } else if (auto reduce = dyn_cast<AllReduceStartOp>(op)) {
+      inst["kind"] = "all_reduce";
+      inst["group"] = stringifyCommGroup(reduce.getGroup());
+      inst["reduce"] = stringifyReduceOp(reduce.getReduce());
+      inst["input"] = slot(reduce.getInput());
+      inst["result"] = slot(reduce.getFuture());
+    } else if (auto wait = dyn_cast<WaitOp>(op)) {
+      FailureOr<json::Value> type = typeJson(&op, wait.getType());
+      if (failed(type))
+        return failure();
+      inst = std::move(*type->getAsObject());
+      inst["kind"] = "wait";
+      inst["future"] = slot(wait.getFuture());
+      inst["result"] = slot(wait.getResult());
+    } else if (auto free = dyn_cast<FreeOp>(op)) {
+      inst["kind"] = "free";
+      inst["buffer"] = slot(free.getBuffer());
+    } else if (auto view = dyn_cast<ViewOp>(op)) {
+      FailureOr<json::Value> type = typeJson(&op, view.getType());
+      if (failed(type))
+        return failure();
+      inst = std::move(*type->getAsObject());
+      inst["kind"] = "view";
+      inst["buffer"] = slot(view.getBuffer());
+      inst["offset"] = int64_t(view.getOffset());
+      inst["result"] = slot(view.getResult());
     } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (Value v : ret.getOperands())
         outputs.push_back(slot(v));
@@ -306,6 +387,14 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
   os << "{\n  \"format\": \"fsdp-plan\",\n  \"version\": " << kPlanFormatVersion
      << ",\n  \"function\": " << json::Value(func.getSymName())
      << ",\n  \"num_slots\": " << slots.size() << ",\n";
+  // How many ranks run the plan, and how they shard (1 and "" unsharded).
+  auto world = module->getAttrOfType<IntegerAttr>("fsdp.world_size");
+  auto group = module->getAttrOfType<IntegerAttr>("fsdp.shard_group_size");
+  auto sharding = module->getAttrOfType<StringAttr>("fsdp.sharding");
+  os << "  \"world_size\": " << (world ? world.getInt() : 1)
+     << ",\n  \"shard_group_size\": " << (group ? group.getInt() : 1)
+     << ",\n  \"sharding\": "
+     << json::Value(sharding ? sharding.getValue() : StringRef()) << ",\n";
   lines("state", state, false);
   lines("inputs", inputs, false);
   os << "  \"outputs\": " << json::Value(std::move(outputs)) << ",\n";

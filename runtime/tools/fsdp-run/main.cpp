@@ -1,13 +1,16 @@
 //===- main.cpp - fsdp-run: executes a plan --------------------------------===//
 //
 //   fsdp-run PLAN --model M.pt --data D.pt [--steps N] [--metrics F]
-//            [--save F] [--outputs F]
+//            [--save F] [--outputs F] [--nproc N]
 //
 // D.pt is `torch.save({name: tensor})` with one entry per plan input, each
-// with a leading [steps] dimension.
+// with a leading [steps] dimension, then the global batch: rank r of W takes
+// the r-th of W equal slices of it. The ranks come from torchrun's or
+// Slurm's environment, or `--nproc N` starts N local ranks.
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/Executor.h"
 
 #include <ATen/Parallel.h>
@@ -16,8 +19,16 @@
 #include <torch/csrc/jit/serialization/unpickler.h>
 #include <torch/serialize.h>
 
+#include <arpa/inet.h>
+#include <csignal>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -32,6 +43,7 @@ struct Options {
   std::string plan, model, data, metrics, save, outputs;
   int64_t steps = -1;
   int64_t threads = 0; // 0: libtorch's default
+  int64_t nproc = 0;   // > 0: start this many local ranks
   bool profile = false;
 };
 
@@ -39,7 +51,7 @@ struct Options {
   std::cerr << "fsdp-run: " << why << "\n"
             << "usage: fsdp-run PLAN --model M.pt --data D.pt [--steps N] "
                "[--metrics F.jsonl] [--save F.pt] [--outputs F.pt] [--threads N] "
-               "[--profile]\n";
+               "[--profile] [--nproc N]\n";
   std::exit(2);
 }
 
@@ -62,6 +74,11 @@ Options parseArgs(int argc, char **argv) {
       std::string v = value();
       try { o.threads = std::stoll(v); } catch (...) { usage("--threads takes a number, not '" + v + "'"); }
       if (o.threads < 1) usage("--threads must be at least 1");
+    }
+    else if (a == "--nproc") {
+      std::string v = value();
+      try { o.nproc = std::stoll(v); } catch (...) { usage("--nproc takes a number, not '" + v + "'"); }
+      if (o.nproc < 1) usage("--nproc must be at least 1");
     }
     else if (a == "--steps") {
       std::string v = value();
@@ -114,7 +131,7 @@ c10::IValue readTorchSave(const std::string &path) {
 
 /// The data file's entries, checked against the plan's inputs.
 std::vector<at::Tensor> loadData(const Plan &plan, const std::string &path,
-                                 int64_t &steps) {
+                                 int64_t &steps, int rank, int world) {
   std::ifstream probe(path, std::ios::binary);
   if (!probe)
     throw Error("cannot open data file '" + path + "'");
@@ -138,19 +155,33 @@ std::vector<at::Tensor> loadData(const Plan &plan, const std::string &path,
       throw Error("data file '" + path + "' has no tensor '" + input.name +
                   "', an input of the plan (" + input.type.str() + " per step)");
     at::Tensor t = it->value().toTensor();
+    if (world > 1 && !input.type.shape.empty() && t.dim() >= 2) {
+      // This rank's slice of the global batch.
+      int64_t batch = t.size(1);
+      if (batch % world != 0)
+        throw Error("data '" + input.name + "' has a batch of " +
+                    std::to_string(batch) + " per step, which does not split "
+                    "into " + std::to_string(world) + " equal slices, one "
+                    "per rank");
+      t = t.narrow(1, rank * (batch / world), batch / world);
+    }
     std::vector<int64_t> perStep(t.sizes().begin() + std::min<int64_t>(1, t.dim()),
                                  t.sizes().end());
     if (t.dim() != static_cast<int64_t>(input.type.shape.size()) + 1 ||
         perStep != input.type.shape || t.scalar_type() != input.type.dtype)
       throw Error("data '" + input.name + "' is " +
-                  TensorSpec{t.sizes().vec(), t.scalar_type()}.str() +
-                  ", but the plan takes [steps]x" + input.type.str());
+                  TensorSpec{it->value().toTensor().sizes().vec(),
+                             t.scalar_type()}.str() +
+                  ", but the plan takes [steps]x" + input.type.str() +
+                  (world > 1 ? " per rank (the batch of " +
+                                   std::to_string(world) + " ranks together)"
+                             : std::string()));
     if (available >= 0 && t.size(0) != available)
       throw Error("data entries hold different numbers of steps (" +
                   std::to_string(available) + " and " +
                   std::to_string(t.size(0)) + " for '" + input.name + "')");
     available = t.size(0);
-    data.push_back(t);
+    data.push_back(t.contiguous());
   }
   if (steps < 0)
     steps = available < 0 ? 1 : available;
@@ -171,7 +202,11 @@ void printProfile(const Plan &plan, const std::vector<double> &times,
     std::string name = inst.kind == InstKind::Call ? inst.op
                        : inst.kind == InstKind::Get ? "(get)"
                        : inst.kind == InstKind::Update ? "(update)"
-                                                      : "(constant)";
+                       : inst.kind == InstKind::Constant ? "(constant)"
+                       : inst.kind == InstKind::Wait ? "(wait)"
+                       : inst.kind == InstKind::View ? "(view)"
+                       : inst.kind == InstKind::Free ? "(free)"
+                                                     : "(collective start)";
     auto &[ms, count] = byOp[name];
     ms += times[i];
     count += 1;
@@ -190,83 +225,248 @@ void printProfile(const Plan &plan, const std::vector<double> &times,
                 total > 0 ? 100.0 * entry.first / total : 0.0);
 }
 
+/// A free TCP port on loopback for the local ranks' rendezvous.
+int freePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr *>(&addr), len) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) != 0)
+    throw Error(std::string("cannot find a free port: ") + std::strerror(errno));
+  int port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+/// `--nproc N`: runs this command as N local ranks (the torchrun
+/// environment on loopback) and waits for them. The first rank that fails
+/// ends the others; its status is the launcher's.
+int launchLocalRanks(int64_t nproc, int argc, char **argv) {
+  if (std::getenv("RANK") || std::getenv("SLURM_PROCID"))
+    throw Error("--nproc starts local ranks itself; it cannot run under a "
+                "launcher (RANK or SLURM_PROCID is set)");
+  std::vector<std::string> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::string(argv[i]) == "--nproc") {
+      ++i;
+      continue;
+    }
+    args.push_back(argv[i]);
+  }
+  std::string port = std::to_string(freePort());
+  std::map<pid_t, int64_t> ranks;
+  for (int64_t r = 0; r < nproc; ++r) {
+    pid_t pid = ::fork();
+    if (pid < 0)
+      throw Error(std::string("cannot start rank ") + std::to_string(r) +
+                  ": " + std::strerror(errno));
+    if (pid == 0) {
+      ::setenv("RANK", std::to_string(r).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      ::setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", port.c_str(), 1);
+      std::vector<char *> cargs;
+      for (std::string &a : args)
+        cargs.push_back(a.data());
+      cargs.push_back(nullptr);
+      ::execv("/proc/self/exe", cargs.data());
+      std::fprintf(stderr, "fsdp-run: cannot start rank %lld: %s\n",
+                   static_cast<long long>(r), std::strerror(errno));
+      std::_Exit(127);
+    }
+    ranks[pid] = r;
+  }
+  int status = 0;
+  int64_t failed = -1;
+  while (!ranks.empty()) {
+    int wstatus = 0;
+    pid_t pid = ::waitpid(-1, &wstatus, 0);
+    if (pid < 0) {
+      if (errno == EINTR)
+        continue;
+      break;
+    }
+    auto it = ranks.find(pid);
+    if (it == ranks.end())
+      continue;
+    int64_t rank = it->second;
+    ranks.erase(it);
+    bool ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+    if (ok || failed >= 0)
+      continue;
+    failed = rank;
+    status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+    if (WIFSIGNALED(wstatus))
+      std::fprintf(stderr, "fsdp-run: rank %lld was killed by signal %d\n",
+                   static_cast<long long>(rank), WTERMSIG(wstatus));
+    // The others stop by themselves when they hear of it; make sure.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!ranks.empty() && std::chrono::steady_clock::now() < deadline) {
+      pid_t done = ::waitpid(-1, &wstatus, WNOHANG);
+      if (done > 0)
+        ranks.erase(done);
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    for (const auto &[other, r] : ranks)
+      ::kill(other, SIGKILL);
+  }
+  if (failed >= 0)
+    std::fprintf(stderr, "fsdp-run: rank %lld failed (status %d); all %lld "
+                 "ranks stopped\n", static_cast<long long>(failed), status,
+                 static_cast<long long>(nproc));
+  return failed >= 0 ? (status ? status : 1) : 0;
+}
+
+/// One rank's run. Returns normally on success; throws on failure.
+void runRank(const Options &o, const RankInfo &info,
+             std::unique_ptr<Communicator> &comm) {
+  Plan plan = loadPlan(o.plan);
+  if (plan.worldSize != info.worldSize)
+    throw Error("plan '" + o.plan + "' was compiled for " +
+                std::to_string(plan.worldSize) + " rank" +
+                (plan.worldSize == 1 ? "" : "s") + " but runs on " +
+                std::to_string(info.worldSize) +
+                (plan.worldSize > 1 && !info.launched
+                     ? ": start it with --nproc " +
+                           std::to_string(plan.worldSize) +
+                           " or a launcher (torchrun, srun)"
+                     : ": compile it again with --world-size " +
+                           std::to_string(info.worldSize)));
+  comm = info.worldSize > 1
+             ? createGlooCommunicator(info, static_cast<int>(plan.shardGroupSize))
+             : createSingleRankCommunicator();
+  const bool lead = info.rank == 0;
+  State state = loadState(plan, o.model, comm->groupRank(CommGroup::Shard));
+  int64_t steps = o.steps;
+  std::vector<at::Tensor> data =
+      loadData(plan, o.data, steps, info.rank, info.worldSize);
+  Executor executor(plan, comm.get());
+  if (o.profile)
+    executor.enableProfiling();
+  std::ofstream metrics;
+  if (lead && !o.metrics.empty()) {
+    metrics.open(o.metrics);
+    if (!metrics)
+      throw Error("cannot write metrics file '" + o.metrics + "'");
+  }
+  std::vector<at::Tensor> outputs;
+  int64_t peak = 0, gradBytes = 0;
+  for (int64_t step = 0; step < steps; ++step) {
+    std::vector<at::Tensor> inputs;
+    // A copy, so the step holds (and counts) its own batch only.
+    for (const at::Tensor &d : data)
+      inputs.push_back(d[step].clone());
+    auto start = std::chrono::steady_clock::now();
+    try {
+      outputs = executor.run(inputs, state);
+    } catch (const Error &e) {
+      throw Error("step " + std::to_string(step + 1) + "/" +
+                  std::to_string(steps) + ": " + e.what());
+    }
+    // A scalar first output is the loss: its mean over the ranks, which is
+    // the loss of the global batch.
+    bool hasLoss = !outputs.empty() && outputs[0].dim() == 0 &&
+                   outputs[0].is_floating_point();
+    double loss = 0.0;
+    if (hasLoss)
+      loss = comm->allReduce(outputs[0].to(at::kDouble), CommGroup::World,
+                             /*mean=*/true)
+                 ->wait()
+                 .item<double>();
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+    peak = std::max(peak, executor.peakBytes());
+    gradBytes = executor.gradientBytes();
+    if (hasLoss && !std::isfinite(loss))
+      throw Error("step " + std::to_string(step + 1) + "/" +
+                  std::to_string(steps) + ": the loss is " +
+                  (std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf"));
+    if (!lead)
+      continue;
+    std::printf("step %lld/%lld", static_cast<long long>(step + 1),
+                static_cast<long long>(steps));
+    if (hasLoss)
+      std::printf("  loss %.6f", loss);
+    std::printf("  %.1f ms  peak %.2f MB%s\n", ms, executor.peakBytes() / 1e6,
+                info.worldSize > 1 ? " (rank 0)" : "");
+    std::fflush(stdout);
+    if (metrics.is_open()) {
+      nlohmann::json line{{"step", step},
+                          {"step_ms", ms},
+                          {"peak_bytes", executor.peakBytes()}};
+      line["loss"] = hasLoss ? nlohmann::json(loss) : nlohmann::json(nullptr);
+      metrics << line.dump() << "\n";
+    }
+  }
+  int64_t sharded = parameterAndOptimizerBytes(plan, state) + gradBytes;
+  if (lead && metrics.is_open()) {
+    nlohmann::json summary{{"summary", true},
+                           {"world_size", info.worldSize},
+                           {"sharded_state_bytes", sharded},
+                           {"peak_bytes", peak}};
+    metrics << summary.dump() << "\n";
+  }
+  if (lead && info.worldSize > 1)
+    std::printf("rank 0 holds %.2f MB of parameters, gradients and optimizer "
+                "state (sharded over %lld ranks)\n",
+                sharded / 1e6, static_cast<long long>(info.worldSize));
+  if (o.profile && lead)
+    printProfile(plan, executor.instructionTimes(), steps);
+  if (!o.save.empty()) {
+    // Every rank takes part in gathering the flat parameters; rank 0 writes.
+    State gathered = gatherFlatParams(plan, state, *comm);
+    if (lead)
+      saveState(plan, state, gathered, o.save);
+  }
+  if (lead && !o.outputs.empty()) {
+    c10::List<at::Tensor> list;
+    for (const at::Tensor &t : outputs)
+      list.push_back(t);
+    writeFileAtomically(o.outputs, torch::pickle_save(list));
+  }
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   Options o = parseArgs(argc, argv);
   if (o.threads > 0)
     at::set_num_threads(static_cast<int>(o.threads));
+  RankInfo info;
+  std::unique_ptr<Communicator> comm;
+  std::string message;
   try {
-    Plan plan = loadPlan(o.plan);
-    State state = loadState(plan, o.model);
-    int64_t steps = o.steps;
-    std::vector<at::Tensor> data = loadData(plan, o.data, steps);
-    Executor executor(plan);
-    if (o.profile)
-      executor.enableProfiling();
-    std::ofstream metrics;
-    if (!o.metrics.empty()) {
-      metrics.open(o.metrics);
-      if (!metrics)
-        throw Error("cannot write metrics file '" + o.metrics + "'");
-    }
-    std::vector<at::Tensor> outputs;
-    for (int64_t step = 0; step < steps; ++step) {
-      std::vector<at::Tensor> inputs;
-      // A copy, so the step holds (and counts) its own batch only.
-      for (const at::Tensor &d : data)
-        inputs.push_back(d[step].clone());
-      auto start = std::chrono::steady_clock::now();
-      try {
-        outputs = executor.run(inputs, state);
-      } catch (const Error &e) {
-        throw Error("step " + std::to_string(step + 1) + "/" +
-                    std::to_string(steps) + ": " + e.what());
-      }
-      double ms = std::chrono::duration<double, std::milli>(
-                      std::chrono::steady_clock::now() - start)
-                      .count();
-      // A scalar first output is the loss.
-      bool hasLoss = !outputs.empty() && outputs[0].dim() == 0 &&
-                     outputs[0].is_floating_point();
-      double loss = hasLoss ? outputs[0].item<double>() : 0.0;
-      if (hasLoss && !std::isfinite(loss))
-        throw Error("step " + std::to_string(step + 1) + "/" +
-                    std::to_string(steps) + ": the loss is " +
-                    (std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf"));
-      std::printf("step %lld/%lld", static_cast<long long>(step + 1),
-                  static_cast<long long>(steps));
-      if (hasLoss)
-        std::printf("  loss %.6f", loss);
-      std::printf("  %.1f ms  peak %.2f MB\n", ms, executor.peakBytes() / 1e6);
-      if (metrics.is_open()) {
-        nlohmann::json line{{"step", step},
-                            {"step_ms", ms},
-                            {"peak_bytes", executor.peakBytes()}};
-        line["loss"] = hasLoss ? nlohmann::json(loss) : nlohmann::json(nullptr);
-        metrics << line.dump() << "\n";
-      }
-    }
-    if (o.profile)
-      printProfile(plan, executor.instructionTimes(), steps);
-    if (!o.save.empty())
-      saveState(plan, state, o.save);
-    if (!o.outputs.empty()) {
-      c10::List<at::Tensor> list;
-      for (const at::Tensor &t : outputs)
-        list.push_back(t);
-      writeFileAtomically(o.outputs, torch::pickle_save(list));
-    }
+    if (o.nproc > 0)
+      return launchLocalRanks(o.nproc, argc, argv);
+    info = rankInfoFromEnvironment();
+    runRank(o, info, comm);
+    comm.reset(); // a clean end, with the other ranks
+    return 0;
   } catch (const Error &e) {
-    std::cerr << "fsdp-run: error: " << e.what() << "\n";
-    return 1;
+    message = e.what();
   } catch (const c10::Error &e) {
     std::string msg = e.what_without_backtrace();
-    std::cerr << "fsdp-run: error: " << msg.substr(0, msg.find('\n')) << "\n";
-    return 1;
+    message = msg.substr(0, msg.find('\n'));
   } catch (const std::exception &e) {
-    std::cerr << "fsdp-run: error: " << e.what() << "\n";
-    return 1;
+    message = e.what();
   }
-  return 0;
+  if (info.worldSize > 1) {
+    message = "rank " + std::to_string(info.rank) + ": " + message;
+    if (comm)
+      comm->abort(message);
+    std::cerr << "fsdp-run: error: " << message << "\n";
+    std::cerr.flush();
+    std::fflush(stdout);
+    // Pending collectives would block a normal exit.
+    std::_Exit(1);
+  }
+  std::cerr << "fsdp-run: error: " << message << "\n";
+  return 1;
 }

@@ -68,7 +68,7 @@ fsdp.buffer @w : tensor<4xf32> in "" : "M"
 //===----------------------------------------------------------------------===//
 
 func.func @get_undefined() {
-  // expected-error@+1 {{'fsdp.get' op refers to @missing, which is not a parameter, buffer or optimizer state}}
+  // expected-error@+1 {{'fsdp.get' op refers to @missing, which is not a parameter, flat parameter, buffer or optimizer state}}
   %0 = fsdp.get @missing : tensor<4xf32>
   return
 }
@@ -78,7 +78,7 @@ func.func @get_undefined() {
 // Aliases are not symbols: a tied weight is read by its first name.
 fsdp.param @wte.weight : tensor<4xf32> in "wte" : "M" aliases ["lm_head.weight"]
 func.func @get_alias() {
-  // expected-error@+1 {{'fsdp.get' op refers to @lm_head.weight, which is not a parameter, buffer or optimizer state}}
+  // expected-error@+1 {{'fsdp.get' op refers to @lm_head.weight, which is not a parameter, flat parameter, buffer or optimizer state}}
   %0 = fsdp.get @lm_head.weight : tensor<4xf32>
   return
 }
@@ -86,9 +86,10 @@ func.func @get_alias() {
 // -----
 
 fsdp.param @w : tensor<4xf32> in "" : "M"
-fsdp.flat_param @unit0 for "" params [@w] offsets [0] numel 4 padded 4 shards 1 : f32
+fsdp.flat_param @unit0 for "" params [@w] offsets [0] numel 4 padded 4 shards 2 : f32
 func.func @get_flat_param() {
-  // expected-error@+1 {{'fsdp.get' op refers to @unit0, which is not a parameter, buffer or optimizer state}}
+  // A rank reads its shard of a flat parameter.
+  // expected-error@+1 {{'fsdp.get' op result type 'tensor<4xf32>' does not match @unit0 of type 'tensor<2xf32>'}}
   %0 = fsdp.get @unit0 : tensor<4xf32>
   return
 }
@@ -125,13 +126,13 @@ func.func @get_dynamic() {
 // fsdp.optim_state / fsdp.grad
 //===----------------------------------------------------------------------===//
 
-// expected-error@+1 {{'fsdp.optim_state' op is for @fc1.weight, which is not a parameter}}
+// expected-error@+1 {{'fsdp.optim_state' op is for @fc1.weight, which is not a parameter or flat parameter}}
 fsdp.optim_state @"fc1.weight:exp_avg" : tensor<16x32xf32> for @fc1.weight
 
 // -----
 
 fsdp.buffer @bn.running_mean : tensor<16xf32> in "bn" : "M"
-// expected-error@+1 {{'fsdp.optim_state' op is for @bn.running_mean, which is not a parameter}}
+// expected-error@+1 {{'fsdp.optim_state' op is for @bn.running_mean, which is not a parameter or flat parameter}}
 fsdp.optim_state @"bn.running_mean:exp_avg" : tensor<16xf32> for @bn.running_mean
 
 // -----
@@ -149,7 +150,7 @@ fsdp.optim_state @"optim:step" : tensor<?xf64>
 
 fsdp.buffer @bn.running_mean : tensor<16xf32> in "bn" : "M"
 func.func @grad_of_buffer(%g: tensor<16xf32>) {
-  // expected-error@+1 {{'fsdp.grad' op refers to @bn.running_mean, which is not a parameter}}
+  // expected-error@+1 {{'fsdp.grad' op refers to @bn.running_mean, which is not a parameter or flat parameter}}
   fsdp.grad @bn.running_mean, %g : tensor<16xf32>
   return
 }
@@ -176,7 +177,7 @@ func.func @update_optim_type(%v: tensor<16x32xf16>) {
 // -----
 
 func.func @update_undefined(%v: tensor<4xf32>) {
-  // expected-error@+1 {{'fsdp.update' op refers to @missing, which is not a parameter, buffer or optimizer state}}
+  // expected-error@+1 {{'fsdp.update' op refers to @missing, which is not a parameter, flat parameter, buffer or optimizer state}}
   fsdp.update @missing, %v : tensor<4xf32>
   return
 }

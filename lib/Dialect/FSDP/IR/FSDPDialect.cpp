@@ -84,8 +84,26 @@ static FailureOr<Type> lookupState(Operation *op, FlatSymbolRefAttr name,
     return param.getType();
   if (auto state = dyn_cast_or_null<OptimStateOp>(symbol))
     return state.getType();
+  if (auto flat = dyn_cast_or_null<FlatParamOp>(symbol))
+    return Type(flat.getShardType());
   return op->emitOpError("refers to ")
-         << name << ", which is not a parameter, buffer or optimizer state";
+         << name
+         << ", which is not a parameter, flat parameter, buffer or optimizer "
+            "state";
+}
+
+/// The type a parameter's gradient and optimizer state have: the parameter's
+/// own, or the local shard of a flat parameter.
+static FailureOr<Type> lookupTrainable(Operation *op, FlatSymbolRefAttr name,
+                                       SymbolTableCollection &symbolTable,
+                                       StringRef role) {
+  Operation *symbol = symbolTable.lookupNearestSymbolFrom(op, name);
+  if (auto param = dyn_cast_or_null<ParamOp>(symbol))
+    return param.getType();
+  if (auto flat = dyn_cast_or_null<FlatParamOp>(symbol))
+    return Type(flat.getShardType());
+  return op->emitOpError(role)
+         << " " << name << ", which is not a parameter or flat parameter";
 }
 
 LogicalResult GetOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
@@ -111,14 +129,14 @@ LogicalResult UpdateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 LogicalResult GradOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getParamAttr());
-  if (!param)
-    return emitOpError("refers to ")
-           << getParamAttr() << ", which is not a parameter";
-  if (param.getType() != getValue().getType())
+  FailureOr<Type> type =
+      lookupTrainable(*this, getParamAttr(), symbolTable, "refers to");
+  if (failed(type))
+    return failure();
+  if (*type != getValue().getType())
     return emitOpError("gradient type ")
            << getValue().getType() << " does not match " << getParamAttr()
-           << " of type " << param.getType();
+           << " of type " << *type;
   return success();
 }
 
@@ -126,15 +144,15 @@ LogicalResult
 OptimStateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (!getParamAttr())
     return success();
-  auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getParamAttr());
-  if (!param)
-    return emitOpError("is for ")
-           << getParamAttr() << ", which is not a parameter";
-  if (cast<ShapedType>(param.getType()).getShape() !=
+  FailureOr<Type> type =
+      lookupTrainable(*this, getParamAttr(), symbolTable, "is for");
+  if (failed(type))
+    return failure();
+  if (cast<ShapedType>(*type).getShape() !=
       cast<ShapedType>(getType()).getShape())
     return emitOpError("has type ")
            << getType() << " but its parameter " << getParamAttr()
-           << " has type " << param.getType();
+           << " has type " << *type;
   return success();
 }
 

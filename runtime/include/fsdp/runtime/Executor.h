@@ -2,6 +2,7 @@
 #ifndef FSDP_RUNTIME_EXECUTOR_H
 #define FSDP_RUNTIME_EXECUTOR_H
 
+#include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/Plan.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -17,14 +18,28 @@ namespace fsdp::runtime {
 using State = std::map<std::string, at::Tensor>;
 
 /// Reads a plan's parameters and buffers from a TorchScript archive, checking
-/// that each exists with the plan's shape and dtype.
-State loadState(const Plan &plan, const std::string &modelPath);
+/// that each exists with the plan's shape and dtype. Of a flat parameter the
+/// rank keeps only its shard (`shardRank`: its index in the shard group);
+/// optimizer state starts as zeros.
+State loadState(const Plan &plan, const std::string &modelPath,
+                int shardRank = 0);
+
+/// The parameters inside flat parameters, whole, gathered from the shard
+/// group: every rank of the group must call it.
+State gatherFlatParams(const Plan &plan, const State &state,
+                       Communicator &comm);
 
 /// Writes the parameters and persistent buffers of `state` (every FQN,
-/// aliases of tied weights too) as a file that Python's torch.load reads into
-/// a dict FQN -> tensor, which the module's load_state_dict accepts; nothing
-/// is left behind on failure. Optimizer state is not written.
-void saveState(const Plan &plan, const State &state, const std::string &path);
+/// aliases of tied weights too; `gathered` holds the members of flat
+/// parameters) as a file that Python's torch.load reads into a dict FQN ->
+/// tensor, which the module's load_state_dict accepts; nothing is left
+/// behind on failure. Optimizer state is not written.
+void saveState(const Plan &plan, const State &state, const State &gathered,
+               const std::string &path);
+
+/// Bytes of parameters (or their shards) and optimizer state this rank holds
+/// between steps.
+int64_t parameterAndOptimizerBytes(const Plan &plan, const State &state);
 
 /// Writes `bytes` to `path` through a temporary file: on failure nothing is
 /// left behind and the old file, if any, is untouched.
@@ -34,7 +49,8 @@ void writeFileAtomically(const std::string &path, const std::vector<char> &bytes
 /// executor is built; each slot is released after its last use.
 class Executor {
 public:
-  explicit Executor(const Plan &plan);
+  /// `comm` runs the plan's collectives; null: a single rank.
+  explicit Executor(const Plan &plan, Communicator *comm = nullptr);
 
   /// Runs one step on `inputs` (in plan order), updating `state`; returns the
   /// plan's outputs.
@@ -43,6 +59,8 @@ public:
 
   /// Peak bytes of live tensors (slots and state) during the last run.
   int64_t peakBytes() const { return peak; }
+  /// Bytes of reduced gradients (what the optimizer reads) in the last run.
+  int64_t gradientBytes() const { return gradBytes; }
 
   /// Times every instruction from now on (`fsdp-run --profile`).
   void enableProfiling() { profile.assign(plan.instructions.size(), 0.0); }
@@ -69,6 +87,11 @@ private:
   std::vector<Call> calls;        // by instruction index (Call ones)
   std::vector<at::Tensor> constants; // by instruction index (Constant ones)
   std::vector<at::Tensor> slots;
+  std::vector<std::unique_ptr<Pending>> futures; // by slot
+  std::vector<size_t> startOf; // a Wait's collective start, by instruction
+  Communicator *comm;
+  std::unique_ptr<Communicator> single;
+  int64_t gradBytes = 0;
   std::unordered_map<const void *, std::pair<int64_t, int64_t>> storages;
   int64_t live = 0, peak = 0;
   std::vector<double> profile;

@@ -17,7 +17,7 @@
 namespace fsdp::runtime {
 
 /// The plan format version this runtime reads.
-constexpr int64_t kPlanFormatVersion = 2;
+constexpr int64_t kPlanFormatVersion = 3;
 
 /// A user-facing error: the message says what is wrong and where.
 struct Error : std::runtime_error {
@@ -30,7 +30,15 @@ struct TensorSpec {
   std::string str() const; // e.g. "4x32xf32"
 };
 
-enum class StateKind { Param, Buffer, Optim };
+enum class StateKind { Param, Buffer, Optim, FlatParam };
+
+/// A parameter inside a flat parameter.
+struct FlatMember {
+  std::string name;
+  TensorSpec type;
+  int64_t offset = 0;
+  std::vector<std::string> aliases;
+};
 
 struct StateEntry {
   std::string name;
@@ -39,8 +47,13 @@ struct StateEntry {
   std::vector<std::string> aliases;
   std::string param; // Optim: the parameter it belongs to ("" if none)
   bool persistent = true; // false: not in state_dict (checkpoints skip it)
+  // FlatParam: `type` is a rank's shard of the padded flat buffer.
+  int64_t numel = 0, padded = 0, shards = 1;
+  std::vector<FlatMember> members;
 
-  bool isParam() const { return kind == StateKind::Param; }
+  bool isParam() const {
+    return kind == StateKind::Param || kind == StateKind::FlatParam;
+  }
   /// Read from the model file (parameters and buffers), rather than zero.
   bool fromModel() const { return kind != StateKind::Optim; }
 };
@@ -51,7 +64,13 @@ struct InputEntry {
   int64_t slot;
 };
 
-enum class InstKind { Get, Update, Constant, Call };
+enum class InstKind {
+  Get, Update, Constant, Call,
+  AllGather, ReduceScatter, AllReduce, Wait, Free, View
+};
+
+/// The ranks a collective runs over.
+enum class CommGroup { World, Shard, Replicate };
 
 struct Instruction {
   InstKind kind;
@@ -67,12 +86,20 @@ struct Instruction {
   std::vector<int64_t> mutates;  // Call
   bool listResult = false;       // Call
   std::string loc;               // Call: module path and source line, if known
+  int64_t input = -1;            // collectives: the tensor; Wait: the future;
+                                 // Free, View: the buffer
+  CommGroup group = CommGroup::World; // collectives
+  bool mean = false;             // ReduceScatter, AllReduce: divide by ranks
+  int64_t offset = 0;            // View
   std::vector<int64_t> free;     // slots released after this instruction
 };
 
 struct Plan {
   std::string function;
   int64_t numSlots = 0;
+  int64_t worldSize = 1;      // ranks the plan was compiled for
+  int64_t shardGroupSize = 1; // ranks that shard a flat parameter
+  std::string sharding;       // FULL_SHARD, ...; "" unsharded
   std::vector<StateEntry> state;
   std::vector<InputEntry> inputs;
   std::vector<int64_t> outputs;

@@ -221,6 +221,10 @@ def FSDP_FlatParamOp : FSDP_Op<"flat_param",
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     int64_t getShardNumel() { return getPaddedNumel() / getShardGroupSize(); }
+    /// What `fsdp.get` of the flat parameter reads on a rank: its shard.
+    ::mlir::RankedTensorType getShardType() {
+      return ::mlir::RankedTensorType::get({getShardNumel()}, getElementType());
+    }
   }];
 }
 

@@ -1,0 +1,252 @@
+"""Step time and per-rank memory of fsdp-run beside PyTorch DDP at 1, 2, 4 ranks, CPU.
+
+    /usr/bin/python3 bench/scale/bench_scale.py [--steps 20] [--warmup 3] [--ranks 1,2,4]
+        [--threads 1] [--batch 8] [--d-model 128] [--n-layer 4] [--n-head 4]
+        [--max-len 64] [--vocab 512]
+
+Exports the GPT fixture (traced) once with the global batch, writes --steps
+random global batches, and for each rank count W: compiles the training step
+with fsdp-opt (AdamW, cross-entropy, FULL_SHARD, one FSDP unit per GPTBlock),
+runs it with `fsdp-run --nproc W`, and runs the same steps with W PyTorch DDP
+processes over Gloo (the original nn.Module with the exported weights; rank r
+takes the r-th contiguous slice of each global batch, as fsdp-run does).
+Every rank uses --threads threads.
+
+Step times are medians over the steps after the warm-up ones, on rank 0
+(fsdp-run's --metrics step_ms; DDP's timed after a barrier). Memory columns:
+fsdp-run's sharded state and peak live bytes of rank 0 (its --metrics), and
+for DDP the bytes of parameters + gradients + optimizer state that every rank
+holds in full (not a measured peak: activations and DDP's gradient buckets
+come on top). Prints a markdown table with the ratio fsdp-run / DDP, and a
+warning where the two sides' per-step losses (mean over ranks) differ.
+"""
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "test", "fixtures"))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+
+import fsdp_export  # noqa: E402
+import models  # noqa: E402
+import train_parity  # noqa: E402
+
+FIXTURE = "gpt"
+WRAP_CLASS = "GPTBlock"  # the FSDP unit: models.GPT's transformer block
+INPUT = "idx"
+TARGET = train_parity.TARGET
+# fsdp-run's per-step loss (mean over ranks) must match DDP's to this, relative.
+LOSS_TOLERANCE = 1e-4
+OPTIM = argparse.Namespace(optimizer="adamw", lr=1e-3, beta1=0.9, beta2=0.999,
+                           eps=1e-8, weight_decay=None)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def state_bytes(module, opt):
+    """Bytes of parameters, their gradients and the optimizer state."""
+    params = train_parity.unique_parameters(module)
+    total = sum(p.numel() * p.element_size() for p in params)
+    total += sum(p.grad.numel() * p.grad.element_size() for p in params if p.grad is not None)
+    for state in opt.state.values():
+        total += sum(t.numel() * t.element_size() for t in state.values()
+                     if torch.is_tensor(t))
+    return total
+
+
+def ddp_worker(rank, world, port, model_path, data_path, kw, args, out_dir):
+    """One DDP rank: trains on its slice of every global batch, rank 0 reports."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(args.threads)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    module, _ = models.build(FIXTURE, batch=args.batch, **kw)
+    module.load_state_dict(torch.jit.load(model_path).state_dict(), strict=False)
+    module.train()
+    # Gloo cannot broadcast bool tensors: leave the (constant, identical on
+    # every rank) causal-mask buffers out of DDP's buffer syncs.
+    DDP._set_params_and_buffers_to_ignore_for_model(
+        module, [n for n, b in module.named_buffers() if b.dtype == torch.bool])
+    ddp = DDP(module)
+    opt = train_parity.optimizer_for(train_parity.unique_parameters(module), OPTIM)
+    data = torch.load(data_path)
+    times, losses = [], []
+    for step in range(args.steps):
+        idx = data[INPUT][step].chunk(world)[rank]
+        target = data[TARGET][step].chunk(world)[rank]
+        dist.barrier()
+        start = time.perf_counter()
+        opt.zero_grad()
+        loss = train_parity.loss_of(ddp(idx), target, "cross_entropy")
+        loss.backward()
+        opt.step()
+        times.append((time.perf_counter() - start) * 1e3)
+        total = loss.detach().clone()  # untimed: the mean loss, for the check
+        dist.all_reduce(total)
+        losses.append(float(total) / world)
+    if rank == 0:
+        with open(os.path.join(out_dir, f"ddp{world}.json"), "w") as f:
+            json.dump({"step_ms": statistics.median(times[args.warmup:]),
+                       "state_bytes": state_bytes(module, opt), "losses": losses}, f)
+    dist.destroy_process_group()
+
+
+def run_ddp(world, model_path, data_path, kw, args, tmp):
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    mp.spawn(ddp_worker, nprocs=world,
+             args=(world, free_port(), model_path, data_path, kw, args, tmp))
+    with open(os.path.join(tmp, f"ddp{world}.json")) as f:
+        return json.load(f)
+
+
+def accepts(tool, flag):
+    """Whether `tool --help` lists `flag` (the multi-rank flags are new)."""
+    help_run = subprocess.run([tool, "--help"], capture_output=True, text=True)
+    return flag in help_run.stdout + help_run.stderr
+
+
+def run_fsdp(world, model_path, data_path, args, tmp, cli):
+    """fsdp-opt + fsdp-run at `world` ranks: median step ms, sharded state
+    bytes and peak bytes (None where the metrics lack them), per-step losses."""
+    plan = os.path.join(tmp, f"gpt{world}.plan")
+    metrics = os.path.join(tmp, f"gpt{world}.jsonl")
+    compile_cmd = [os.path.join(args.bin, "fsdp-opt"), model_path, "--loss", "cross_entropy",
+                   "--optimizer", OPTIM.optimizer, "--lr", str(OPTIM.lr)]
+    run_cmd = [os.path.join(args.bin, "fsdp-run"), plan, "--model", model_path,
+               "--data", data_path, "--steps", str(args.steps), "--metrics", metrics,
+               "--threads", str(args.threads)]
+    if cli["world_size"]:
+        compile_cmd += ["--world-size", str(world), "--sharding", "FULL_SHARD",
+                        "--auto-wrap", "class", "--wrap-class", WRAP_CLASS]
+    if cli["nproc"]:
+        run_cmd += ["--nproc", str(world)]
+    subprocess.run(compile_cmd + ["--emit", "plan", "-o", plan], check=True)
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    subprocess.run(run_cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    with open(metrics) as f:
+        lines = [json.loads(line) for line in f if line.strip()]
+    steps = [m for m in lines if not m.get("summary")]
+    summary = next((m for m in lines if m.get("summary")), {})
+    peak = summary.get("peak_bytes")
+    if peak is None and all("peak_bytes" in m for m in steps):
+        peak = max(m["peak_bytes"] for m in steps)
+    return {"step_ms": statistics.median(m["step_ms"] for m in steps[args.warmup:]),
+            "sharded_bytes": summary.get("sharded_state_bytes"), "peak_bytes": peak,
+            "losses": [m["loss"] for m in steps]}
+
+
+def loss_mismatch(ours, ddp):
+    """The first step whose losses differ, as a message, or None."""
+    for step, (a, b) in enumerate(zip(ours, ddp)):
+        if abs(a - b) > LOSS_TOLERANCE * max(abs(b), 1e-6):
+            return f"loss at step {step + 1} is {a} in fsdp-run, {b} in DDP"
+    return None
+
+
+def export(kw, args, tmp):
+    """The GPT fixture as TorchScript (global batch) and --steps random global
+    batches: (model path, data path)."""
+    module, inputs = models.build(FIXTURE, batch=args.batch, **kw)
+    module.train()
+    with torch.no_grad():
+        out = module(*inputs.values())
+    gen = torch.Generator().manual_seed(1)
+    model_path = os.path.join(tmp, "gpt.pt")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        fsdp_export.save(module, model_path, inputs,
+                         targets={TARGET: train_parity.target_for(out, "cross_entropy", gen)})
+    data = {INPUT: torch.randint(0, args.vocab, (args.steps,) + tuple(inputs[INPUT].shape),
+                                 generator=gen),
+            TARGET: train_parity.target_for(out, "cross_entropy", gen, steps=args.steps)}
+    data_path = os.path.join(tmp, "gpt.data.pt")
+    torch.save(data, data_path)
+    return model_path, data_path
+
+
+def mib(n):
+    return "n/a" if n is None else f"{n / 2**20:.2f}"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--ranks", default="1,2,4", help="rank counts, comma-separated")
+    p.add_argument("--threads", type=int, default=1, help="threads per rank")
+    p.add_argument("--batch", type=int, default=8, help="global batch")
+    p.add_argument("--d-model", type=int, default=128)
+    p.add_argument("--n-layer", type=int, default=4)
+    p.add_argument("--n-head", type=int, default=4)
+    p.add_argument("--max-len", type=int, default=64)
+    p.add_argument("--vocab", type=int, default=512)
+    p.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+    args = p.parse_args()
+    ranks = [int(r) for r in args.ranks.split(",")]
+    for w in ranks:
+        if w < 1 or args.batch % w:
+            p.error(f"--batch {args.batch} does not divide into {w} ranks")
+    if args.steps <= args.warmup:
+        p.error("--steps must exceed --warmup")
+    for tool in ("fsdp-opt", "fsdp-run"):
+        if not os.access(os.path.join(args.bin, tool), os.X_OK):
+            sys.exit(f"{os.path.join(args.bin, tool)} not found: build the project first "
+                     "(or pass --bin)")
+    cli = {"world_size": accepts(os.path.join(args.bin, "fsdp-opt"), "--world-size"),
+           "nproc": accepts(os.path.join(args.bin, "fsdp-run"), "--nproc")}
+    kw = {"d_model": args.d_model, "n_layer": args.n_layer, "n_head": args.n_head,
+          "max_len": args.max_len, "vocab": args.vocab}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model_path, data_path = export(kw, args, tmp)
+        print(f"gpt {kw}, global batch {args.batch}, AdamW, {args.threads} thread(s) per rank "
+              f"on {os.cpu_count()} cores, median of steps {args.warmup + 1}-{args.steps} "
+              "on rank 0")
+        if not all(cli.values()):
+            print("fsdp-opt --world-size or fsdp-run --nproc missing: fsdp-run runs at "
+                  "1 rank only")
+        print("\n| ranks | fsdp-run step ms | DDP step ms | ratio | fsdp-run sharded state "
+              "MiB/rank | fsdp-run peak MiB/rank | DDP params+grads+optim MiB/rank |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        notes = []
+        for w in ranks:
+            ddp = run_ddp(w, model_path, data_path, kw, args, tmp)
+            ours = {}
+            if all(cli.values()) or w == 1:
+                try:
+                    ours = run_fsdp(w, model_path, data_path, args, tmp, cli)
+                except subprocess.CalledProcessError as e:
+                    notes.append(f"{w} ranks: {os.path.basename(e.cmd[0])} exited {e.returncode}")
+            # Both sides must train the same thing for their times to compare.
+            mismatch = ours and loss_mismatch(ours["losses"], ddp["losses"])
+            if mismatch:
+                notes.append(f"{w} ranks: {mismatch}")
+            ms = "n/a" if not ours else f"{ours['step_ms']:.2f}"
+            ratio = "n/a" if not ours else f"{ours['step_ms'] / ddp['step_ms']:.2f}"
+            print(f"| {w} | {ms} | {ddp['step_ms']:.2f} | {ratio} | "
+                  f"{mib(ours.get('sharded_bytes'))} | {mib(ours.get('peak_bytes'))} | "
+                  f"{mib(ddp['state_bytes'])} |", flush=True)
+    for note in notes:
+        print(f"\nWARNING: {note}")
+
+
+if __name__ == "__main__":
+    main()

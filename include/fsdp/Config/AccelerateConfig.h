@@ -1,0 +1,46 @@
+//===- AccelerateConfig.h - Accelerate config files -------------*- C++ -*-===//
+//
+// Reads the YAML file that `accelerate config` writes, for
+// `fsdp-opt --config FILE.yaml`. Every key the file sets is either taken over,
+// accepted because it does not change the plan, or an error: an unknown key or
+// an option fsdp-opt does not support yet is never silently ignored.
+//
+// The reader is built with exceptions (yaml-cpp throws); this header does not
+// include yaml-cpp, so its users need none.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_CONFIG_ACCELERATECONFIG_H
+#define FSDP_CONFIG_ACCELERATECONFIG_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fsdp {
+
+/// What an Accelerate config file says about FSDP, in fsdp-opt's terms.
+/// Fields the file does not set stay empty; the caller lets command-line flags
+/// override them.
+struct AccelerateConfig {
+  /// "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD".
+  std::optional<std::string> sharding;
+  std::optional<std::string> autoWrap; // "size", "class", "none"
+  std::optional<int64_t> minNumParams;
+  std::vector<std::string> wrapClasses; // fsdp_transformer_layer_cls_to_wrap
+  std::optional<int64_t> numProcesses;  // num_processes (the world size)
+};
+
+/// Reads `path`. Errors (llvm::StringError, inconvertibleErrorCode) name the
+/// file, the line and the key, e.g.
+///   "cfg.yaml:7: fsdp_config.fsdp_offload_params: true is not supported yet
+///    (parameters stay on the device)"
+///   "cfg.yaml:3: unknown key 'fsdp_foo' in fsdp_config"
+llvm::Expected<AccelerateConfig> readAccelerateConfig(llvm::StringRef path);
+
+} // namespace fsdp
+
+#endif // FSDP_CONFIG_ACCELERATECONFIG_H

@@ -1,0 +1,18 @@
+//===- Report.h - what a sharded step holds per rank ------------*- C++ -*-===//
+#ifndef FSDP_TRANSFORMS_REPORT_H
+#define FSDP_TRANSFORMS_REPORT_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace fsdp {
+
+/// Prints the FSDP units of a sharded module (module, parameter count,
+/// padded size, shard) and the bytes of sharded state a rank holds
+/// (parameters, gradients, optimizer state) beside the unsharded model's:
+/// `fsdp-opt --fsdp-report`.
+void printFSDPReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+
+} // namespace fsdp
+
+#endif // FSDP_TRANSFORMS_REPORT_H

@@ -1,0 +1,221 @@
+//===- AutoWrap.cpp - group parameters into FSDP units ---------------------===//
+//
+// PyTorch FSDP wraps modules at run time, as its auto_wrap_policy decides
+// while it recurses over the module tree. Here the same decision is made on
+// the module tree the importer recorded (`fsdp.modules`), and its result is
+// an attribute on every parameter: the unit that shards it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Transforms/Passes.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace fsdp {
+#define GEN_PASS_DEF_AUTOWRAP
+#include "fsdp/Transforms/Passes.h.inc"
+} // namespace fsdp
+
+using namespace mlir;
+using namespace fsdp;
+
+namespace {
+
+struct Module {
+  std::string path, cls;
+  int parent = -1;
+  SmallVector<int> children;
+  int64_t ownNumel = 0; // parameters this module registers itself
+};
+
+/// True if `path` is `ancestor` or lies under it.
+bool isWithin(StringRef path, StringRef ancestor) {
+  return ancestor.empty() || path == ancestor ||
+         (path.starts_with(ancestor) && path.size() > ancestor.size() &&
+          path[ancestor.size()] == '.');
+}
+
+/// A class named NAME matches its full TorchScript name or its last
+/// component (`Block` for `models.Block`), as a user writes it in
+/// transformer_layer_cls_to_wrap.
+bool classMatches(StringRef cls, StringRef name) {
+  return cls == name || cls.rsplit('.').second == name;
+}
+
+struct AutoWrap : fsdp::impl::AutoWrapBase<AutoWrap> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (failed(run(getOperation())))
+      signalPassFailure();
+  }
+
+  LogicalResult run(ModuleOp module);
+  LogicalResult readTree(ModuleOp module);
+  int64_t wrapBySize(int index, llvm::StringSet<> &units);
+
+  std::vector<Module> tree;
+  llvm::StringMap<int> byPath;
+};
+
+LogicalResult AutoWrap::readTree(ModuleOp module) {
+  auto modules = module->getAttrOfType<ArrayAttr>("fsdp.modules");
+  if (!modules)
+    return module.emitError("has no module tree (fsdp.modules): auto-wrap "
+                            "needs a module imported from TorchScript");
+  for (Attribute entry : modules) {
+    auto pair = dyn_cast<ArrayAttr>(entry);
+    if (!pair || pair.size() != 2 || !isa<StringAttr>(pair[0]) ||
+        !isa<StringAttr>(pair[1]))
+      return module.emitError("fsdp.modules entries must be [path, class] "
+                              "string pairs, found ")
+             << entry;
+    Module m;
+    m.path = cast<StringAttr>(pair[0]).str();
+    m.cls = cast<StringAttr>(pair[1]).str();
+    byPath[m.path] = tree.size();
+    tree.push_back(std::move(m));
+  }
+  if (tree.empty() || !tree.front().path.empty())
+    return module.emitError("fsdp.modules must start with the root module "
+                            "(path \"\")");
+  // Preorder: a module's parent is the nearest earlier prefix.
+  for (int i = 1, e = tree.size(); i < e; ++i) {
+    StringRef path = tree[i].path;
+    int parent = 0;
+    for (StringRef prefix = path; !prefix.empty();) {
+      prefix = prefix.rsplit('.').first == prefix ? StringRef()
+                                                   : prefix.rsplit('.').first;
+      auto it = byPath.find(prefix);
+      if (it != byPath.end()) {
+        parent = it->second;
+        break;
+      }
+    }
+    tree[i].parent = parent;
+    tree[parent].children.push_back(i);
+  }
+  return success();
+}
+
+/// FSDP1's size_based_auto_wrap_policy, nested: returns the parameter count
+/// under `index` not yet in a unit, after wrapping the children that reach
+/// the threshold.
+int64_t AutoWrap::wrapBySize(int index, llvm::StringSet<> &units) {
+  Module &m = tree[index];
+  int64_t unwrapped = m.ownNumel;
+  for (int child : m.children)
+    unwrapped += wrapBySize(child, units);
+  bool container = classMatches(m.cls, "ModuleList") ||
+                   classMatches(m.cls, "ModuleDict");
+  if (index != 0 && !container && unwrapped >= minNumParams &&
+      unwrapped > 0) {
+    units.insert(m.path);
+    return 0;
+  }
+  return unwrapped;
+}
+
+LogicalResult AutoWrap::run(ModuleOp module) {
+  if (failed(readTree(module)))
+    return failure();
+  if (policy != "size" && policy != "class" && policy != "modules" &&
+      policy != "none")
+    return module.emitError("unknown auto-wrap policy '")
+           << policy << "': expected size, class, modules or none";
+  if (minNumParams < 0)
+    return module.emitError("min-num-params must not be negative, found ")
+           << minNumParams;
+  auto requireEmpty = [&](const ListOption<std::string> &list,
+                          StringRef name, StringRef wants) -> LogicalResult {
+    if (!list.empty() && policy != wants)
+      return module.emitError(name) << " applies to the " << wants
+                                    << " policy, not " << policy;
+    return success();
+  };
+  if (failed(requireEmpty(wrapClasses, "wrap-class", "class")) ||
+      failed(requireEmpty(wrapModules, "wrap-module", "modules")))
+    return failure();
+  if (policy == "class" && wrapClasses.empty())
+    return module.emitError("the class policy needs at least one wrap-class");
+  if (policy == "modules" && wrapModules.empty())
+    return module.emitError(
+        "the modules policy needs at least one wrap-module");
+
+  auto checkPaths = [&](const ListOption<std::string> &paths,
+                        StringRef flag) -> LogicalResult {
+    for (const std::string &path : paths)
+      if (!byPath.count(path))
+        return module.emitError(flag)
+               << " '" << path << "' is not a module of the model";
+    return success();
+  };
+  if (failed(checkPaths(wrapModules, "wrap-module")) ||
+      failed(checkPaths(ignoreModules, "ignore-module")))
+    return failure();
+
+  auto ignored = [&](StringRef owner) {
+    return llvm::any_of(ignoreModules, [&](const std::string &path) {
+      return isWithin(owner, path);
+    });
+  };
+  // As FSDP, ignored parameters do not count towards a unit's size.
+  SmallVector<ParamOp> params(module.getOps<ParamOp>());
+  for (ParamOp p : params) {
+    auto it = byPath.find(p.getModulePath());
+    if (it == byPath.end())
+      return p.emitOpError("belongs to module '")
+             << p.getModulePath() << "', which is not in fsdp.modules";
+    if (!ignored(p.getModulePath()))
+      tree[it->second].ownNumel +=
+          cast<ShapedType>(p.getType()).getNumElements();
+  }
+
+  llvm::StringSet<> units;
+  units.insert("");
+  if (policy == "size") {
+    wrapBySize(0, units);
+  } else if (policy == "class") {
+    for (const std::string &name : wrapClasses) {
+      bool found = false;
+      for (const Module &m : tree)
+        if (classMatches(m.cls, name)) {
+          units.insert(m.path);
+          found = true;
+        }
+      if (!found) {
+        llvm::StringSet<> classes;
+        std::string known;
+        for (const Module &m : tree)
+          if (classes.insert(m.cls).second)
+            known += (known.empty() ? "" : ", ") + m.cls;
+        return module.emitError("wrap-class '")
+               << name << "' is the class of no module; the model's classes "
+               << "are: " << known;
+      }
+    }
+  } else if (policy == "modules") {
+    for (const std::string &path : wrapModules)
+      units.insert(path);
+  }
+
+  Builder b(module.getContext());
+  for (ParamOp p : params) {
+    StringRef owner = p.getModulePath();
+    if (ignored(owner)) {
+      p->setAttr("fsdp.ignored", b.getUnitAttr());
+      p->removeAttr("fsdp.unit");
+      continue;
+    }
+    // The innermost unit around the owner.
+    int index = byPath.lookup(owner);
+    while (index != 0 && !units.contains(tree[index].path))
+      index = tree[index].parent;
+    p->setAttr("fsdp.unit", b.getStringAttr(tree[index].path));
+    p->removeAttr("fsdp.ignored");
+  }
+  return success();
+}
+
+} // namespace

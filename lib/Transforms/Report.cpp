@@ -1,0 +1,113 @@
+//===- Report.cpp - what a sharded step holds per rank ---------------------===//
+
+#include "fsdp/Transforms/Report.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/Format.h"
+
+using namespace mlir;
+using namespace fsdp;
+
+static int64_t bytesOf(Type type) {
+  auto shaped = cast<ShapedType>(type);
+  return shaped.getNumElements() *
+         ((shaped.getElementTypeBitWidth() + 7) / 8);
+}
+
+static std::string humanBytes(int64_t bytes) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (bytes >= (1 << 20))
+    os << llvm::format("%.2f MiB", bytes / double(1 << 20));
+  else if (bytes >= (1 << 10))
+    os << llvm::format("%.2f KiB", bytes / double(1 << 10));
+  else
+    os << bytes << " B";
+  return text;
+}
+
+void fsdp::printFSDPReport(ModuleOp module, raw_ostream &os) {
+  auto world = module->getAttrOfType<IntegerAttr>("fsdp.world_size");
+  auto group = module->getAttrOfType<IntegerAttr>("fsdp.shard_group_size");
+  auto sharding = module->getAttrOfType<StringAttr>("fsdp.sharding");
+  if (!world || !group || !sharding) {
+    os << "fsdp report: the module is not sharded (no fsdp-shard)\n";
+    return;
+  }
+  os << "FSDP plan: " << sharding.getValue() << ", " << world.getInt()
+     << " ranks, shard groups of " << group.getInt() << "\n";
+
+  // Optimizer state per parameter or flat parameter.
+  llvm::DenseMap<StringAttr, int64_t> optimBytes;
+  int64_t sharedOptim = 0;
+  for (OptimStateOp state : module.getOps<OptimStateOp>()) {
+    if (auto param = state.getParamAttr())
+      optimBytes[param.getAttr()] += bytesOf(state.getType());
+    else
+      sharedOptim += bytesOf(state.getType());
+  }
+  // A gradient exists where the optimizer keeps state or updates: count a
+  // gradient for every flat parameter and every updated parameter.
+  llvm::DenseSet<StringAttr> updated;
+  module.walk([&](UpdateOp update) { updated.insert(update.getNameAttr().getAttr()); });
+
+  os << llvm::format("%-4s %-32s %8s %12s %12s %12s\n", "unit", "module",
+                     "params", "numel", "padded", "shard");
+  int64_t shardedParams = 0, shardedGrads = 0, shardedOptim = sharedOptim;
+  int64_t fullParams = 0, fullGrads = 0, fullOptim = sharedOptim;
+  llvm::DenseSet<StringAttr> members;
+  int index = 0;
+  for (FlatParamOp flat : module.getOps<FlatParamOp>()) {
+    for (Attribute ref : flat.getParams())
+      members.insert(cast<FlatSymbolRefAttr>(ref).getAttr());
+    std::string path = flat.getModulePath().empty()
+                           ? "(root)"
+                           : flat.getModulePath().str();
+    os << llvm::format("%-4d %-32s %8zu %12lld %12lld %12lld\n", index++,
+                       path.c_str(), flat.getParams().size(),
+                       (long long)flat.getNumel(),
+                       (long long)flat.getPaddedNumel(),
+                       (long long)flat.getShardNumel());
+    int64_t shard = bytesOf(flat.getShardType());
+    int64_t elem = shard / std::max<int64_t>(1, flat.getShardNumel());
+    int64_t full = int64_t(flat.getNumel()) * elem;
+    int64_t optim = optimBytes.lookup(flat.getSymNameAttr());
+    int64_t perElement = flat.getShardNumel() ? optim / shard : 0;
+    shardedParams += shard;
+    shardedGrads += shard;
+    shardedOptim += optim;
+    fullParams += full;
+    fullGrads += full;
+    fullOptim += perElement * full;
+  }
+  int64_t replicated = 0;
+  for (ParamOp param : module.getOps<ParamOp>()) {
+    if (members.contains(param.getSymNameAttr()))
+      continue;
+    int64_t bytes = bytesOf(param.getType());
+    replicated += bytes;
+    shardedParams += bytes;
+    fullParams += bytes;
+    if (updated.contains(param.getSymNameAttr())) {
+      shardedGrads += bytes;
+      fullGrads += bytes;
+    }
+    int64_t optim = optimBytes.lookup(param.getSymNameAttr());
+    shardedOptim += optim;
+    fullOptim += optim;
+  }
+  if (replicated)
+    os << "not sharded (ignored or never updated): " << humanBytes(replicated)
+       << " of parameters on every rank\n";
+  os << llvm::format("%-20s %16s %16s\n", "per rank", "sharded", "unsharded");
+  auto row = [&](const char *what, int64_t sharded, int64_t full) {
+    os << llvm::format("%-20s %16s %16s\n", what, humanBytes(sharded).c_str(),
+                       humanBytes(full).c_str());
+  };
+  row("parameters", shardedParams, fullParams);
+  row("gradients", shardedGrads, fullGrads);
+  row("optimizer state", shardedOptim, fullOptim);
+  row("total", shardedParams + shardedGrads + shardedOptim,
+      fullParams + fullGrads + fullOptim);
+}

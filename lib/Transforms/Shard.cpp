@@ -1,0 +1,364 @@
+//===- Shard.cpp - flat parameters, sharding strategies, collectives -------===//
+//
+// What PyTorch FSDP does in its pre-forward, pre-backward and post-backward
+// hooks, placed once in the static step: a unit's parameters live as one
+// flat shard per rank, are gathered before their first use and freed after
+// their last, and the unit's flat gradient is reduce-scattered as soon as
+// its last contribution is computed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/ATen/IR/ATenBuilder.h"
+#include "fsdp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace fsdp {
+#define GEN_PASS_DEF_SHARD
+#include "fsdp/Transforms/Passes.h.inc"
+} // namespace fsdp
+
+using namespace mlir;
+using namespace fsdp;
+
+namespace {
+
+enum class Strategy { FullShard, ShardGradOp, NoShard, HybridShard };
+
+struct Unit {
+  std::string path;
+  SmallVector<ParamOp> members;
+  SmallVector<int64_t> offsets;
+  int64_t numel = 0;
+  FlatParamOp flat;
+};
+
+struct Shard : fsdp::impl::ShardBase<Shard> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (failed(run(getOperation())))
+      signalPassFailure();
+  }
+
+  LogicalResult run(ModuleOp module);
+  LogicalResult checkOptions(ModuleOp module);
+  /// Gathers `unit` for `uses` (all in one region of the step), replacing
+  /// each member's read there by a view; frees the buffer after the last
+  /// use unless `keep`.
+  void gather(Unit &unit, ArrayRef<OpOperand *> uses, bool free);
+  void reduceGradients(Unit &unit);
+
+  Strategy strategy = Strategy::FullShard;
+  int64_t groupSize = 1;
+  func::FuncOp func;
+  Block *body = nullptr;
+  llvm::DenseMap<Operation *, int64_t> position;
+  llvm::DenseMap<StringAttr, GetOp> reads;   // parameter -> its fsdp.get
+  llvm::DenseMap<StringAttr, GradOp> grads;  // parameter -> its fsdp.grad
+  /// Collectives whose wait goes at the end of the step, in start order,
+  /// with what to do with the result.
+  SmallVector<std::function<void(OpBuilder &)>> finishers;
+};
+
+LogicalResult Shard::checkOptions(ModuleOp module) {
+  if (sharding == "FULL_SHARD")
+    strategy = Strategy::FullShard;
+  else if (sharding == "SHARD_GRAD_OP")
+    strategy = Strategy::ShardGradOp;
+  else if (sharding == "NO_SHARD")
+    strategy = Strategy::NoShard;
+  else if (sharding == "HYBRID_SHARD")
+    strategy = Strategy::HybridShard;
+  else
+    return module.emitError("unknown sharding strategy '")
+           << sharding
+           << "': expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or "
+              "HYBRID_SHARD";
+  if (worldSize < 1)
+    return module.emitError("world size must be at least 1, found ")
+           << worldSize;
+  if (strategy == Strategy::HybridShard) {
+    if (shardGroupSize <= 0)
+      return module.emitError(
+          "HYBRID_SHARD needs the shard-group size (the ranks of one node "
+          "that shard a unit; the groups replicate it)");
+    if (worldSize % shardGroupSize != 0)
+      return module.emitError("shard-group size ")
+             << shardGroupSize << " does not divide the world size "
+             << worldSize;
+    groupSize = shardGroupSize;
+    return success();
+  }
+  if (shardGroupSize != 0)
+    return module.emitError("shard-group size applies to HYBRID_SHARD, not ")
+           << sharding;
+  groupSize = strategy == Strategy::NoShard ? 1 : worldSize;
+  return success();
+}
+
+void Shard::gather(Unit &unit, ArrayRef<OpOperand *> uses, bool free) {
+  if (uses.empty())
+    return;
+  auto order = [&](OpOperand *use) {
+    return position.lookup(body->findAncestorOpInBlock(*use->getOwner()));
+  };
+  OpOperand *first = *llvm::min_element(
+      uses, [&](OpOperand *a, OpOperand *b) { return order(a) < order(b); });
+  OpOperand *last = *llvm::max_element(
+      uses, [&](OpOperand *a, OpOperand *b) { return order(a) < order(b); });
+  Operation *firstOp = body->findAncestorOpInBlock(*first->getOwner());
+  Operation *lastOp = body->findAncestorOpInBlock(*last->getOwner());
+  Location loc = firstOp->getLoc();
+  OpBuilder b(firstOp);
+  auto ref = FlatSymbolRefAttr::get(unit.flat.getSymNameAttr());
+  Value shard = GetOp::create(b, loc, unit.flat.getShardType(), ref);
+  Value full = shard;
+  if (strategy != Strategy::NoShard) {
+    auto fullType = RankedTensorType::get({int64_t(unit.flat.getPaddedNumel())},
+                                          unit.flat.getElementType());
+    auto start = AllGatherStartOp::create(
+        b, loc, FutureType::get(b.getContext(), fullType), shard, ref,
+        CommGroupAttr::get(b.getContext(), CommGroup::shard));
+    full = WaitOp::create(b, loc, fullType, start.getResult());
+  }
+  // One view per member that these uses read.
+  llvm::DenseMap<Value, Value> views;
+  for (auto [param, offset] : llvm::zip(unit.members, unit.offsets)) {
+    GetOp read = reads.lookup(param.getSymNameAttr());
+    if (!read)
+      continue;
+    Value old = read.getResult();
+    if (llvm::none_of(uses, [&](OpOperand *u) { return u->get() == old; }))
+      continue;
+    views[old] = ViewOp::create(b, loc, old.getType(), full,
+                                b.getI64IntegerAttr(offset));
+  }
+  for (OpOperand *use : uses)
+    use->set(views.lookup(use->get()));
+  if (free && strategy != Strategy::NoShard) {
+    b.setInsertionPointAfter(lastOp);
+    FreeOp::create(b, lastOp->getLoc(), full);
+  }
+}
+
+void Shard::reduceGradients(Unit &unit) {
+  SmallVector<GradOp> memberGrads;
+  GradOp lastGrad;
+  for (ParamOp p : unit.members) {
+    GradOp g = grads.lookup(p.getSymNameAttr());
+    memberGrads.push_back(g);
+    if (!lastGrad || position.lookup(g) > position.lookup(lastGrad))
+      lastGrad = g;
+  }
+  OpBuilder builder(lastGrad);
+  builder.setInsertionPointAfter(lastGrad);
+  aten::ATenBuilder b(builder, lastGrad.getLoc());
+  Type elem = unit.flat.getElementType();
+  int64_t padded = unit.flat.getPaddedNumel();
+  SmallVector<Value> pieces;
+  for (GradOp g : memberGrads) {
+    auto type = cast<RankedTensorType>(g.getValue().getType());
+    pieces.push_back(b.reshape(g.getValue(), {type.getNumElements()}));
+  }
+  if (padded > unit.numel)
+    pieces.push_back(
+        b.zeros(pieces.front(), RankedTensorType::get({padded - unit.numel},
+                                                      elem)));
+  Value flatGrad = pieces.size() == 1 ? pieces.front() : b.cat(pieces, 0);
+  for (GradOp g : memberGrads)
+    g.erase();
+
+  MLIRContext *ctx = builder.getContext();
+  auto ref = FlatSymbolRefAttr::get(unit.flat.getSymNameAttr());
+  auto shardType = unit.flat.getShardType();
+  auto mean = ReduceOpAttr::get(ctx, ReduceOp::mean);
+  Location loc = lastGrad.getLoc();
+  if (strategy == Strategy::NoShard) {
+    auto start = AllReduceStartOp::create(
+        builder, loc, FutureType::get(ctx, shardType), flatGrad,
+        CommGroupAttr::get(ctx, CommGroup::world), mean);
+    Value future = start.getResult();
+    finishers.push_back([=](OpBuilder &end) {
+      Value g = WaitOp::create(end, loc, shardType, future);
+      GradOp::create(end, loc, ref, g);
+    });
+    return;
+  }
+  auto start = ReduceScatterStartOp::create(
+      builder, loc, FutureType::get(ctx, shardType), flatGrad, ref,
+      CommGroupAttr::get(ctx, CommGroup::shard), mean);
+  bool hybrid = strategy == Strategy::HybridShard && groupSize != worldSize;
+  Value future = start.getResult();
+  finishers.push_back([=](OpBuilder &end) {
+    Value g = WaitOp::create(end, loc, shardType, future);
+    if (hybrid) {
+      auto across = AllReduceStartOp::create(
+          end, loc, FutureType::get(ctx, shardType), g,
+          CommGroupAttr::get(ctx, CommGroup::replicate), mean);
+      g = WaitOp::create(end, loc, shardType, across.getResult());
+    }
+    GradOp::create(end, loc, ref, g);
+  });
+}
+
+LogicalResult Shard::run(ModuleOp module) {
+  if (failed(checkOptions(module)))
+    return failure();
+  func = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!func)
+    return module.emitError("no @train_step to shard (fsdp-append-loss and "
+                            "fsdp-autodiff build it)");
+  body = &func.getBody().front();
+  Operation *backwardStart = nullptr;
+  for (Operation &op : *body) {
+    position[&op] = position.size();
+    if (op.hasAttr(kBackwardStartAttr) && !backwardStart)
+      backwardStart = &op;
+    if (auto get = dyn_cast<GetOp>(op))
+      reads.try_emplace(get.getNameAttr().getAttr(), get);
+    if (auto grad = dyn_cast<GradOp>(op))
+      if (!grads.try_emplace(grad.getParamAttr().getAttr(), grad).second)
+        return grad.emitOpError("is the second gradient of ")
+               << grad.getParamAttr();
+  }
+  if (!backwardStart || grads.empty())
+    return func.emitOpError("has no backward: run fsdp-autodiff before "
+                            "fsdp-shard");
+  if (!module.getOps<FlatParamOp>().empty())
+    return module.emitError("is already sharded (it has flat parameters)");
+
+  // Units, in the order the step first reads them; members in declaration
+  // (state_dict) order.
+  llvm::MapVector<StringRef, Unit> units;
+  SmallVector<ParamOp> ignored;
+  for (ParamOp p : module.getOps<ParamOp>()) {
+    if (!grads.count(p.getSymNameAttr()))
+      continue; // never updated: stays whole
+    if (p->hasAttr("fsdp.ignored")) {
+      ignored.push_back(p);
+      continue;
+    }
+    auto unitAttr = p->getAttrOfType<StringAttr>("fsdp.unit");
+    StringRef path = unitAttr ? unitAttr.getValue() : StringRef();
+    Unit &unit = units[path];
+    unit.path = path.str();
+    Type elem = cast<ShapedType>(p.getType()).getElementType();
+    if (!unit.members.empty() &&
+        cast<ShapedType>(unit.members.front().getType()).getElementType() !=
+            elem)
+      return p.emitOpError("has element type ")
+             << elem << " but the FSDP unit '" << path
+             << "' it belongs to holds "
+             << cast<ShapedType>(unit.members.front().getType())
+                    .getElementType()
+             << ": a flat parameter needs one dtype (wrap it in a unit of "
+                "its own)";
+    unit.members.push_back(p);
+    unit.offsets.push_back(unit.numel);
+    unit.numel += cast<ShapedType>(p.getType()).getNumElements();
+  }
+  auto firstRead = [&](const Unit &unit) {
+    int64_t first = std::numeric_limits<int64_t>::max();
+    for (ParamOp p : unit.members)
+      if (GetOp read = reads.lookup(p.getSymNameAttr()))
+        for (Operation *user : read->getUsers())
+          first = std::min(first, position.lookup(
+                                      body->findAncestorOpInBlock(*user)));
+    return first;
+  };
+  SmallVector<Unit *> ordered;
+  for (auto &entry : units)
+    ordered.push_back(&entry.second);
+  llvm::stable_sort(ordered, [&](Unit *a, Unit *b) {
+    return firstRead(*a) < firstRead(*b);
+  });
+
+  OpBuilder symbols(func);
+  MLIRContext *ctx = module.getContext();
+  for (Unit *unit : ordered) {
+    SmallVector<Attribute> members;
+    for (ParamOp p : unit->members)
+      members.push_back(FlatSymbolRefAttr::get(p.getSymNameAttr()));
+    int64_t padded = (unit->numel + groupSize - 1) / groupSize * groupSize;
+    std::string name =
+        unit->path.empty() ? "_flat_param" : unit->path + "._flat_param";
+    if (module.lookupSymbol(name))
+      return module.emitError("cannot name the flat parameter of unit '")
+             << unit->path << "' " << name << ": the symbol exists";
+    Type elem = cast<ShapedType>(unit->members.front().getType())
+                    .getElementType();
+    unit->flat = FlatParamOp::create(
+        symbols, unit->members.front().getLoc(), name, unit->path,
+        ArrayAttr::get(ctx, members), unit->offsets, unit->numel, padded,
+        groupSize, elem);
+  }
+
+  // Gathers, views and frees.
+  int64_t backward = position.lookup(backwardStart);
+  for (Unit *unit : ordered) {
+    SmallVector<OpOperand *> forwardUses, backwardUses;
+    for (ParamOp p : unit->members) {
+      GetOp read = reads.lookup(p.getSymNameAttr());
+      if (!read)
+        continue;
+      for (OpOperand &use : read->getUses()) {
+        int64_t at =
+            position.lookup(body->findAncestorOpInBlock(*use.getOwner()));
+        (at < backward ? forwardUses : backwardUses).push_back(&use);
+      }
+    }
+    switch (strategy) {
+    case Strategy::FullShard:
+    case Strategy::HybridShard:
+      // Resharded after forward, gathered again for backward.
+      gather(*unit, forwardUses, /*free=*/true);
+      gather(*unit, backwardUses, /*free=*/true);
+      break;
+    case Strategy::ShardGradOp:
+    case Strategy::NoShard: {
+      // Kept from the forward to the last backward use.
+      SmallVector<OpOperand *> all(forwardUses);
+      all.append(backwardUses);
+      gather(*unit, all, /*free=*/true);
+      break;
+    }
+    }
+    for (ParamOp p : unit->members)
+      if (GetOp read = reads.lookup(p.getSymNameAttr()); read && read.use_empty())
+        read.erase();
+  }
+
+  // Gradient reduction, started as each unit's gradient completes.
+  for (Unit *unit : ordered)
+    reduceGradients(*unit);
+  auto mean = ReduceOpAttr::get(ctx, ReduceOp::mean);
+  for (ParamOp p : ignored) {
+    GradOp grad = grads.lookup(p.getSymNameAttr());
+    OpBuilder builder(grad);
+    auto type = cast<RankedTensorType>(grad.getValue().getType());
+    auto start = AllReduceStartOp::create(
+        builder, grad.getLoc(), FutureType::get(ctx, type), grad.getValue(),
+        CommGroupAttr::get(ctx, CommGroup::world), mean);
+    Location loc = grad.getLoc();
+    auto ref = grad.getParamAttr();
+    Value future = start.getResult();
+    finishers.push_back([=](OpBuilder &end) {
+      Value g = WaitOp::create(end, loc, type, future);
+      GradOp::create(end, loc, ref, g);
+    });
+    grad.erase();
+  }
+  OpBuilder end(body->getTerminator());
+  for (auto &finish : finishers)
+    finish(end);
+
+  Builder b(ctx);
+  module->setAttr("fsdp.world_size", b.getI64IntegerAttr(worldSize));
+  module->setAttr("fsdp.shard_group_size", b.getI64IntegerAttr(groupSize));
+  module->setAttr("fsdp.sharding", b.getStringAttr(sharding));
+  return success();
+}
+
+} // namespace

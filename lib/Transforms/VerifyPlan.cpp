@@ -1,0 +1,167 @@
+//===- VerifyPlan.cpp - checks of a sharded step ---------------------------===//
+//
+// Every rank runs the same plan, so the plan itself must be right: the same
+// collectives in the same order on every rank, every asynchronous result
+// waited before it is read, every gathered buffer freed once and never read
+// after. The op verifiers check each op alone; this pass checks the step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/ATen/IR/ATenBuilder.h"
+#include "fsdp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace fsdp {
+#define GEN_PASS_DEF_VERIFYPLAN
+#include "fsdp/Transforms/Passes.h.inc"
+} // namespace fsdp
+
+using namespace mlir;
+using namespace fsdp;
+
+namespace {
+
+bool isCollectiveStart(Operation *op) {
+  return isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op);
+}
+
+/// The tensor a collective start reads.
+Value collectiveInput(Operation *op) {
+  if (auto g = dyn_cast<AllGatherStartOp>(op))
+    return g.getShard();
+  if (auto r = dyn_cast<ReduceScatterStartOp>(op))
+    return r.getInput();
+  return cast<AllReduceStartOp>(op).getInput();
+}
+
+struct VerifyPlan : fsdp::impl::VerifyPlanBase<VerifyPlan> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    bool ok = succeeded(checkGroups(module));
+    module.walk([&](func::FuncOp func) {
+      if (!func.getBody().empty() && failed(checkFunction(func)))
+        ok = false;
+    });
+    if (!ok)
+      signalPassFailure();
+  }
+
+  LogicalResult checkGroups(ModuleOp module);
+  LogicalResult checkFunction(func::FuncOp func);
+};
+
+LogicalResult VerifyPlan::checkGroups(ModuleOp module) {
+  auto world = module->getAttrOfType<IntegerAttr>("fsdp.world_size");
+  auto group = module->getAttrOfType<IntegerAttr>("fsdp.shard_group_size");
+  auto flats = module.getOps<FlatParamOp>();
+  if (!world || !group) {
+    if (!flats.empty())
+      return (*flats.begin()).emitOpError(
+          "is a flat parameter, but the module does not say its world and "
+          "shard-group sizes (fsdp.world_size, fsdp.shard_group_size)");
+    return success();
+  }
+  int64_t w = world.getInt(), g = group.getInt();
+  if (w < 1 || g < 1 || w % g != 0)
+    return module.emitError("shard-group size ")
+           << g << " does not divide the world size " << w;
+  for (FlatParamOp flat : flats)
+    if (int64_t(flat.getShardGroupSize()) != g)
+      return flat.emitOpError("has ")
+             << flat.getShardGroupSize()
+             << " shards, but every rank of a shard group of " << g
+             << " holds one";
+  return success();
+}
+
+LogicalResult VerifyPlan::checkFunction(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  bool ok = true;
+  auto fail = [&](Operation *op, const Twine &message) {
+    op->emitOpError(message);
+    ok = false;
+  };
+
+  // Same sequence on every rank: collectives only in straight-line code.
+  func.walk([&](Operation *op) {
+    if ((isCollectiveStart(op) || isa<WaitOp, FreeOp>(op)) &&
+        op->getBlock() != &body)
+      fail(op, "is inside a region: ranks could issue different collective "
+               "sequences");
+  });
+
+  llvm::DenseMap<Operation *, int64_t> position;
+  for (Operation &op : body)
+    position[&op] = position.size();
+  auto at = [&](Operation *user) {
+    Operation *top = body.findAncestorOpInBlock(*user);
+    return top ? position.lookup(top) : -1;
+  };
+
+  for (Operation &op : body) {
+    if (isCollectiveStart(&op)) {
+      Value future = op.getResult(0);
+      if (future.use_empty()) {
+        fail(&op, "starts a collective that is never waited");
+        continue;
+      }
+      // Nothing may write the input while the collective reads it.
+      int64_t waitAt = at(*future.getUsers().begin());
+      Value input = collectiveInput(&op);
+      for (OpOperand &use : input.getUses()) {
+        Operation *user = use.getOwner();
+        auto call = dyn_cast<aten::CallOp>(user);
+        if (!call || at(user) <= position.lookup(&op) || at(user) > waitAt)
+          continue;
+        aten::CallArgs args(call);
+        if (auto mutates = call.getMutates())
+          for (int64_t arg : *mutates)
+            if (args.operandIndex(arg) == int64_t(use.getOperandNumber()))
+              fail(user, "writes the input of a collective before its wait");
+      }
+      if (auto gather = dyn_cast<AllGatherStartOp>(&op)) {
+        auto read = gather.getShard().getDefiningOp<GetOp>();
+        if (!read || read.getName() != gather.getUnit())
+          fail(&op, Twine("gathers a tensor that is not the shard of ") +
+                        "@" + gather.getUnit() + " (an fsdp.get of it)");
+      }
+    }
+
+    auto wait = dyn_cast<WaitOp>(op);
+    if (!wait || !wait.getFuture().getDefiningOp<AllGatherStartOp>())
+      continue;
+    // A gathered buffer: freed exactly once, nothing reads it or a view of
+    // it afterwards.
+    Value buffer = wait.getResult();
+    SmallVector<FreeOp> frees;
+    for (Operation *user : buffer.getUsers())
+      if (auto free = dyn_cast<FreeOp>(user))
+        frees.push_back(free);
+    if (frees.empty()) {
+      fail(wait, "gathers a buffer that is never freed");
+      continue;
+    }
+    if (frees.size() > 1) {
+      llvm::sort(frees, [&](FreeOp a, FreeOp b) { return at(a) < at(b); });
+      fail(frees[1], "frees a gathered buffer a second time");
+      continue;
+    }
+    int64_t freedAt = at(frees.front());
+    SmallVector<Value> aliases{buffer};
+    for (Operation *user : buffer.getUsers())
+      if (auto view = dyn_cast<ViewOp>(user))
+        aliases.push_back(view.getResult());
+    for (Value alias : aliases)
+      for (Operation *user : alias.getUsers())
+        if (!isa<FreeOp>(user) && at(user) > freedAt) {
+          InFlightDiagnostic diag =
+              user->emitOpError("uses a gathered buffer after its free");
+          diag.attachNote(frees.front().getLoc()) << "freed here";
+          ok = false;
+        }
+  }
+  return success(ok);
+}
+
+} // namespace

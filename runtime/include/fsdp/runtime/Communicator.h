@@ -1,0 +1,83 @@
+//===- Communicator.h - collectives between ranks ---------------*- C++ -*-===//
+//
+// The runtime's one interface to other ranks. The plan's collectives are
+// asynchronous: a start returns a Pending, whose wait yields the tensor.
+// Gloo (through libtorch's c10d) serves CPU ranks; one rank needs nothing.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_COMMUNICATOR_H
+#define FSDP_RUNTIME_COMMUNICATOR_H
+
+#include "fsdp/runtime/Plan.h"
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace fsdp::runtime {
+
+/// Where this process is among the ranks (torchrun's and Slurm's
+/// environment, or what `--nproc` gives its children).
+struct RankInfo {
+  int rank = 0, worldSize = 1;
+  int localRank = 0, localWorldSize = 1;
+  std::string masterAddr = "127.0.0.1";
+  int masterPort = 29500;
+  bool launched = false; // set by a launcher's environment
+};
+
+/// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
+/// MASTER_PORT (torchrun), or SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and
+/// SLURM_NTASKS_PER_NODE (Slurm, with MASTER_ADDR/MASTER_PORT); a single
+/// rank when none is set. Inconsistent values are an error.
+RankInfo rankInfoFromEnvironment();
+
+class Pending {
+public:
+  virtual ~Pending() = default;
+  /// Blocks until the collective is complete and returns its tensor.
+  virtual at::Tensor wait() = 0;
+};
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int worldSize() const = 0;
+  /// This rank's index within `group`, and the group's size.
+  virtual int groupRank(CommGroup group) const = 0;
+  virtual int groupSize(CommGroup group) const = 0;
+
+  /// The shards of `group`, concatenated in rank order.
+  virtual std::unique_ptr<Pending> allGather(const at::Tensor &shard,
+                                             CommGroup group) = 0;
+  /// This rank's shard of the sum (or mean) of `full` over `group`.
+  virtual std::unique_ptr<Pending> reduceScatter(const at::Tensor &full,
+                                                 CommGroup group,
+                                                 bool mean) = 0;
+  /// The sum (or mean) of `t` over `group`.
+  virtual std::unique_ptr<Pending> allReduce(const at::Tensor &t,
+                                             CommGroup group, bool mean) = 0;
+
+  /// Tells every other rank that this one failed with `message`; they stop
+  /// with it. Never throws.
+  virtual void abort(const std::string &message) = 0;
+};
+
+/// A world of one rank: every collective is the identity.
+std::unique_ptr<Communicator> createSingleRankCommunicator();
+
+/// Joins the ranks of `info` over Gloo: rendezvous through a c10d TCPStore
+/// at MASTER_ADDR:MASTER_PORT (rank 0 serves it), one process group for the
+/// world and, for `shardGroupSize` < world size, one for this rank's shard
+/// group (consecutive ranks) and one for its replica group (the ranks with
+/// its index in the other shard groups). A watchdog ends this process when
+/// another rank reports a failure or the store disappears.
+std::unique_ptr<Communicator> createGlooCommunicator(const RankInfo &info,
+                                                     int shardGroupSize);
+
+} // namespace fsdp::runtime
+
+#endif // FSDP_RUNTIME_COMMUNICATOR_H

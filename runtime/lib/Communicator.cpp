@@ -1,0 +1,361 @@
+//===- Communicator.cpp - Gloo collectives through libtorch's c10d ---------===//
+
+#include "fsdp/runtime/Communicator.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <thread>
+#include <unistd.h>
+
+namespace fsdp::runtime {
+
+//===----------------------------------------------------------------------===//
+// Environment
+//===----------------------------------------------------------------------===//
+
+static std::optional<int> envInt(const char *name) {
+  const char *value = std::getenv(name);
+  if (!value || !*value)
+    return std::nullopt;
+  char *end = nullptr;
+  long v = std::strtol(value, &end, 10);
+  if (*end != '\0' || v < 0)
+    throw Error(std::string("environment variable ") + name + "='" + value +
+                "' is not a non-negative integer");
+  return static_cast<int>(v);
+}
+
+RankInfo rankInfoFromEnvironment() {
+  RankInfo info;
+  std::optional<int> rank = envInt("RANK"), world = envInt("WORLD_SIZE");
+  std::optional<int> localRank = envInt("LOCAL_RANK"),
+                     localWorld = envInt("LOCAL_WORLD_SIZE");
+  if (!rank && !world) {
+    // Slurm (srun): one task per rank.
+    rank = envInt("SLURM_PROCID");
+    world = envInt("SLURM_NTASKS");
+    localRank = envInt("SLURM_LOCALID");
+    localWorld = envInt("SLURM_NTASKS_PER_NODE");
+  }
+  if (!rank && !world)
+    return info;
+  if (!rank || !world)
+    throw Error("the launcher's environment sets one of RANK and WORLD_SIZE "
+                "but not the other");
+  if (*world < 1 || *rank >= *world)
+    throw Error("RANK " + std::to_string(*rank) + " is not a rank of " +
+                std::to_string(*world));
+  info.launched = true;
+  info.rank = *rank;
+  info.worldSize = *world;
+  info.localRank = localRank.value_or(*rank);
+  info.localWorldSize = localWorld.value_or(*world);
+  if (const char *addr = std::getenv("MASTER_ADDR"); addr && *addr)
+    info.masterAddr = addr;
+  else if (*world > 1)
+    throw Error("MASTER_ADDR is not set: the ranks meet at MASTER_ADDR:"
+                "MASTER_PORT (torchrun sets both; under Slurm, export them)");
+  if (std::optional<int> port = envInt("MASTER_PORT")) {
+    if (*port < 1 || *port > 65535)
+      throw Error("MASTER_PORT " + std::to_string(*port) + " is not a port");
+    info.masterPort = *port;
+  }
+  return info;
+}
+
+//===----------------------------------------------------------------------===//
+// One rank
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+class Ready : public Pending {
+public:
+  explicit Ready(at::Tensor t) : tensor(std::move(t)) {}
+  at::Tensor wait() override { return tensor; }
+
+private:
+  at::Tensor tensor;
+};
+
+class SingleRank : public Communicator {
+public:
+  int rank() const override { return 0; }
+  int worldSize() const override { return 1; }
+  int groupRank(CommGroup) const override { return 0; }
+  int groupSize(CommGroup) const override { return 1; }
+  std::unique_ptr<Pending> allGather(const at::Tensor &shard,
+                                     CommGroup) override {
+    return std::make_unique<Ready>(shard.clone());
+  }
+  std::unique_ptr<Pending> reduceScatter(const at::Tensor &full, CommGroup,
+                                         bool) override {
+    return std::make_unique<Ready>(full.clone());
+  }
+  std::unique_ptr<Pending> allReduce(const at::Tensor &t, CommGroup,
+                                     bool) override {
+    return std::make_unique<Ready>(t.clone());
+  }
+  void abort(const std::string &) override {}
+};
+
+//===----------------------------------------------------------------------===//
+// Gloo
+//===----------------------------------------------------------------------===//
+
+constexpr const char *kAbortKey = "fsdp/abort";
+constexpr const char *kDoneKey = "fsdp/done";
+
+/// A c10d work whose result is computed from its buffers once complete.
+class GlooPending : public Pending {
+public:
+  GlooPending(c10::intrusive_ptr<c10d::Work> work,
+              std::function<at::Tensor()> finish)
+      : work(std::move(work)), finish(std::move(finish)) {}
+  at::Tensor wait() override {
+    work->wait();
+    return finish();
+  }
+
+private:
+  c10::intrusive_ptr<c10d::Work> work;
+  std::function<at::Tensor()> finish;
+};
+
+class Gloo : public Communicator {
+public:
+  Gloo(const RankInfo &info, int shardGroupSize);
+  ~Gloo() override;
+
+  int rank() const override { return info.rank; }
+  int worldSize() const override { return info.worldSize; }
+  int groupRank(CommGroup group) const override {
+    switch (group) {
+    case CommGroup::World:
+      return info.rank;
+    case CommGroup::Shard:
+      return info.rank % shardSize;
+    case CommGroup::Replicate:
+      return info.rank / shardSize;
+    }
+    return 0;
+  }
+  int groupSize(CommGroup group) const override {
+    switch (group) {
+    case CommGroup::World:
+      return info.worldSize;
+    case CommGroup::Shard:
+      return shardSize;
+    case CommGroup::Replicate:
+      return info.worldSize / shardSize;
+    }
+    return 1;
+  }
+
+  std::unique_ptr<Pending> allGather(const at::Tensor &shard,
+                                     CommGroup group) override {
+    int n = groupSize(group);
+    if (n == 1)
+      return std::make_unique<Ready>(shard.clone());
+    std::vector<std::vector<at::Tensor>> outputs(1);
+    for (int i = 0; i < n; ++i)
+      outputs[0].push_back(at::empty_like(shard));
+    std::vector<at::Tensor> inputs{shard.contiguous()};
+    auto work = pg(group)->allgather(outputs, inputs);
+    auto parts = outputs[0];
+    return std::make_unique<GlooPending>(
+        work, [parts]() { return at::cat(parts, 0); });
+  }
+
+  std::unique_ptr<Pending> reduceScatter(const at::Tensor &full,
+                                         CommGroup group,
+                                         bool mean) override {
+    // Gloo has no reduce-scatter in every libtorch: all-reduce, keep this
+    // rank's shard. Every rank gets bit-identical sums.
+    int n = groupSize(group), index = groupRank(group);
+    int64_t shard = full.numel() / n;
+    auto reduced = allReduce(full, group, mean);
+    std::shared_ptr<Pending> inner(std::move(reduced));
+    return std::make_unique<Chained>(inner, [=](at::Tensor t) {
+      return t.narrow(0, index * shard, shard).clone();
+    });
+  }
+
+  std::unique_ptr<Pending> allReduce(const at::Tensor &t, CommGroup group,
+                                     bool mean) override {
+    int n = groupSize(group);
+    at::Tensor buffer = t.contiguous().clone();
+    if (n == 1)
+      return std::make_unique<Ready>(buffer);
+    std::vector<at::Tensor> tensors{buffer};
+    auto work = pg(group)->allreduce(tensors);
+    return std::make_unique<GlooPending>(work, [buffer, mean, n]() {
+      return mean ? buffer.div_(n) : buffer;
+    });
+  }
+
+  void abort(const std::string &message) override {
+    try {
+      std::vector<uint8_t> bytes(message.begin(), message.end());
+      store->set(kAbortKey, bytes);
+    } catch (...) {
+    }
+  }
+
+private:
+  class Chained : public Pending {
+  public:
+    Chained(std::shared_ptr<Pending> inner,
+            std::function<at::Tensor(at::Tensor)> then)
+        : inner(std::move(inner)), then(std::move(then)) {}
+    at::Tensor wait() override { return then(inner->wait()); }
+
+  private:
+    std::shared_ptr<Pending> inner;
+    std::function<at::Tensor(at::Tensor)> then;
+  };
+
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> &pg(CommGroup group) {
+    switch (group) {
+    case CommGroup::Shard:
+      return shardPG ? shardPG : worldPG;
+    case CommGroup::Replicate:
+      return replicatePG ? replicatePG : worldPG;
+    case CommGroup::World:
+      break;
+    }
+    return worldPG;
+  }
+  c10::intrusive_ptr<c10d::ProcessGroupGloo>
+  makeGroup(const std::string &name, int rank, int size);
+  void watch();
+
+  RankInfo info;
+  int shardSize;
+  std::chrono::milliseconds timeout;
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> worldPG, shardPG, replicatePG;
+  std::atomic<bool> stopping{false};
+  std::thread watchdog;
+};
+
+c10::intrusive_ptr<c10d::ProcessGroupGloo>
+Gloo::makeGroup(const std::string &name, int rank, int size) {
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  if (const char *iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface)
+    options->devices.push_back(
+        c10d::ProcessGroupGloo::createDeviceForInterface(iface));
+  else if (info.masterAddr == "127.0.0.1" || info.masterAddr == "localhost")
+    options->devices.push_back(
+        c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  else
+    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(name, store);
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size,
+                                                     options);
+}
+
+Gloo::Gloo(const RankInfo &info, int shardGroupSize)
+    : info(info), shardSize(shardGroupSize) {
+  int seconds = 600;
+  if (const char *t = std::getenv("FSDP_RUN_TIMEOUT"); t && *t)
+    seconds = std::max(1, std::atoi(t));
+  timeout = std::chrono::seconds(seconds);
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(info.masterPort);
+  options.isServer = info.rank == 0;
+  options.numWorkers = info.worldSize;
+  options.waitWorkers = true;
+  options.timeout = timeout;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(info.masterAddr, options);
+  } catch (const std::exception &e) {
+    std::string msg = e.what();
+    throw Error("rank " + std::to_string(info.rank) +
+                " cannot meet the other ranks at " + info.masterAddr + ":" +
+                std::to_string(info.masterPort) + ": " +
+                msg.substr(0, msg.find('\n')));
+  }
+  worldPG = makeGroup("world/", info.rank, info.worldSize);
+  if (shardSize < info.worldSize) {
+    int group = info.rank / shardSize, index = info.rank % shardSize;
+    shardPG = makeGroup("shard" + std::to_string(group) + "/", index,
+                        shardSize);
+    replicatePG = makeGroup("replicate" + std::to_string(index) + "/", group,
+                            info.worldSize / shardSize);
+  }
+  watchdog = std::thread([this] { watch(); });
+}
+
+void Gloo::watch() {
+  // Its own connection to the store: the main thread's may be busy.
+  c10::intrusive_ptr<c10d::TCPStore> client;
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<std::uint16_t>(info.masterPort);
+    options.isServer = false;
+    options.waitWorkers = false;
+    options.timeout = timeout;
+    client = c10::make_intrusive<c10d::TCPStore>(info.masterAddr, options);
+  } catch (...) {
+    return;
+  }
+  while (!stopping.load()) {
+    bool failed = false;
+    std::string message;
+    try {
+      if (client->check({kAbortKey})) {
+        std::vector<uint8_t> bytes = client->get(kAbortKey);
+        message = std::string(bytes.begin(), bytes.end());
+        failed = true;
+      }
+    } catch (const std::exception &e) {
+      if (stopping.load())
+        return;
+      message = "lost contact with rank 0 (its rendezvous store is gone)";
+      failed = true;
+    }
+    if (failed) {
+      std::cerr << "fsdp-run: rank " << info.rank << " stops: " << message
+                << "\n";
+      std::cerr.flush();
+      std::_Exit(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+Gloo::~Gloo() {
+  // A clean end: stop watching, then rank 0 keeps the store up until every
+  // rank is done with it.
+  stopping = true;
+  if (watchdog.joinable())
+    watchdog.join();
+  try {
+    store->add(kDoneKey, 1);
+    if (info.rank == 0)
+      while (store->add(kDoneKey, 0) < info.worldSize)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } catch (...) {
+  }
+}
+
+} // namespace
+
+std::unique_ptr<Communicator> createSingleRankCommunicator() {
+  return std::make_unique<SingleRank>();
+}
+
+std::unique_ptr<Communicator> createGlooCommunicator(const RankInfo &info,
+                                                     int shardGroupSize) {
+  return std::make_unique<Gloo>(info, shardGroupSize);
+}
+
+} // namespace fsdp::runtime
