@@ -4,11 +4,11 @@
         [--threads 1] [--batch 8] [--d-model 128] [--n-layer 4] [--n-head 4]
         [--max-len 64] [--vocab 512]
 
-Exports the GPT fixture (traced) once with the global batch, writes --steps
-random global batches, and for each rank count W: compiles the training step
-with fsdp-opt (AdamW, cross-entropy, FULL_SHARD, one FSDP unit per GPTBlock),
-runs it with `fsdp-run --nproc W`, and runs the same steps with W PyTorch DDP
-processes over Gloo (the original nn.Module with the exported weights; rank r
+Writes --steps random global batches and, for each rank count W: exports
+the GPT fixture (traced, its input specs one rank's batch, --batch / W),
+compiles its training step with fsdp-opt (AdamW, cross-entropy, FULL_SHARD,
+one FSDP unit per GPTBlock), runs it with `fsdp-run --nproc W`, and runs the
+same steps with W PyTorch DDP processes over Gloo (the original nn.Module with the exported weights; rank r
 takes the r-th contiguous slice of each global batch, as fsdp-run does).
 Every rank uses --threads threads.
 
@@ -154,31 +154,36 @@ def run_fsdp(world, model_path, data_path, args, tmp, cli):
 
 def loss_mismatch(ours, ddp):
     """The first step whose losses differ, as a message, or None."""
+    if len(ours) != len(ddp):
+        return f"{len(ours)} steps in fsdp-run's metrics, {len(ddp)} in DDP"
     for step, (a, b) in enumerate(zip(ours, ddp)):
         if abs(a - b) > LOSS_TOLERANCE * max(abs(b), 1e-6):
             return f"loss at step {step + 1} is {a} in fsdp-run, {b} in DDP"
     return None
 
 
-def export(kw, args, tmp):
-    """The GPT fixture as TorchScript (global batch) and --steps random global
-    batches: (model path, data path)."""
-    module, inputs = models.build(FIXTURE, batch=args.batch, **kw)
+def export(kw, batch, path):
+    """Saves the GPT fixture as TorchScript with input and target specs of
+    `batch` (a rank's batch); models.build seeds, so every batch size gets the
+    same weights."""
+    module, inputs = models.build(FIXTURE, batch=batch, **kw)
     module.train()
     with torch.no_grad():
         out = module(*inputs.values())
-    gen = torch.Generator().manual_seed(1)
-    model_path = os.path.join(tmp, "gpt.pt")
+    target = train_parity.target_for(out, "cross_entropy", torch.Generator().manual_seed(1))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        fsdp_export.save(module, model_path, inputs,
-                         targets={TARGET: train_parity.target_for(out, "cross_entropy", gen)})
-    data = {INPUT: torch.randint(0, args.vocab, (args.steps,) + tuple(inputs[INPUT].shape),
-                                 generator=gen),
-            TARGET: train_parity.target_for(out, "cross_entropy", gen, steps=args.steps)}
-    data_path = os.path.join(tmp, "gpt.data.pt")
-    torch.save(data, data_path)
-    return model_path, data_path
+        fsdp_export.save(module, path, inputs, targets={TARGET: target})
+    return path
+
+
+def write_data(args, path):
+    """--steps random global batches of tokens and next-token targets."""
+    gen = torch.Generator().manual_seed(1)
+    shape = (args.steps, args.batch, args.max_len)
+    torch.save({INPUT: torch.randint(0, args.vocab, shape, generator=gen),
+                TARGET: torch.randint(0, args.vocab, shape, generator=gen)}, path)
+    return path
 
 
 def mib(n):
@@ -216,7 +221,7 @@ def main():
           "max_len": args.max_len, "vocab": args.vocab}
 
     with tempfile.TemporaryDirectory() as tmp:
-        model_path, data_path = export(kw, args, tmp)
+        data_path = write_data(args, os.path.join(tmp, "gpt.data.pt"))
         print(f"gpt {kw}, global batch {args.batch}, AdamW, {args.threads} thread(s) per rank "
               f"on {os.cpu_count()} cores, median of steps {args.warmup + 1}-{args.steps} "
               "on rank 0")
@@ -228,6 +233,8 @@ def main():
         print("|---:|---:|---:|---:|---:|---:|---:|")
         notes = []
         for w in ranks:
+            # fsdp-opt's input specs are one rank's batch; the data holds all ranks'.
+            model_path = export(kw, args.batch // w, os.path.join(tmp, f"gpt{w}.pt"))
             ddp = run_ddp(w, model_path, data_path, kw, args, tmp)
             ours = {}
             if all(cli.values()) or w == 1:

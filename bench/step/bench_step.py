@@ -113,7 +113,7 @@ def main():
                                env=env, stdout=subprocess.DEVNULL)
                 with open(metrics) as f:
                     ours_rounds.append(statistics.median(
-                        [json.loads(line)["step_ms"] for line in f][args.warmup:]))
+                        [j["step_ms"] for j in map(json.loads, f) if "step" in j][args.warmup:]))
                 # Eager: the original module, with the exported weights.
                 reference, _ = models.build(name, batch=batch, **kw)
                 reference.load_state_dict(torch.jit.load(model).state_dict(), strict=False)

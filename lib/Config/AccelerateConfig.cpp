@@ -207,7 +207,7 @@ llvm::Error Reader::readList(const Entry &entry) const {
 
 llvm::Error Reader::readFalse(const Entry &entry,
                               const llvm::Twine &why) const {
-  bool value;
+  bool value = false;
   if (llvm::Error err = readBool(entry, value))
     return err;
   if (value)
@@ -373,8 +373,13 @@ llvm::Error Reader::readTopEntry(const Entry &entry, AccelerateConfig &config) {
 
   // Accepted: how and where the ranks start, none of which changes the plan.
   int64_t number;
-  if (key == "num_machines")
-    return readInt(entry, 1, number);
+  if (key == "num_machines") {
+    // The nodes: HYBRID_SHARD shards within one by default.
+    if (llvm::Error err = readInt(entry, 1, number))
+      return err;
+    config.numMachines = number;
+    return llvm::Error::success();
+  }
   if (key == "machine_rank")
     return readInt(entry, 0, number);
   if (key == "main_process_port")

@@ -126,7 +126,7 @@ LogicalResult AutoWrap::run(ModuleOp module) {
            << policy << "': expected size, class, modules or none";
   if (minNumParams < 0)
     return module.emitError("min-num-params must not be negative, found ")
-           << minNumParams;
+           << int64_t(minNumParams);
   auto requireEmpty = [&](const ListOption<std::string> &list,
                           StringRef name, StringRef wants) -> LogicalResult {
     if (!list.empty() && policy != wants)

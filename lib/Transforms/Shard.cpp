@@ -59,7 +59,7 @@ struct Shard : fsdp::impl::ShardBase<Shard> {
   llvm::DenseMap<StringAttr, GradOp> grads;  // parameter -> its fsdp.grad
   /// Collectives whose wait goes at the end of the step, in start order,
   /// with what to do with the result.
-  SmallVector<std::function<void(OpBuilder &)>> finishers;
+  SmallVector<std::pair<int64_t, std::function<void(OpBuilder &)>>> finishers;
 };
 
 LogicalResult Shard::checkOptions(ModuleOp module) {
@@ -78,7 +78,7 @@ LogicalResult Shard::checkOptions(ModuleOp module) {
               "HYBRID_SHARD";
   if (worldSize < 1)
     return module.emitError("world size must be at least 1, found ")
-           << worldSize;
+           << int64_t(worldSize);
   if (strategy == Strategy::HybridShard) {
     if (shardGroupSize <= 0)
       return module.emitError(
@@ -86,8 +86,8 @@ LogicalResult Shard::checkOptions(ModuleOp module) {
           "that shard a unit; the groups replicate it)");
     if (worldSize % shardGroupSize != 0)
       return module.emitError("shard-group size ")
-             << shardGroupSize << " does not divide the world size "
-             << worldSize;
+             << int64_t(shardGroupSize) << " does not divide the world size "
+             << int64_t(worldSize);
     groupSize = shardGroupSize;
     return success();
   }
@@ -180,7 +180,7 @@ void Shard::reduceGradients(Unit &unit) {
         builder, loc, FutureType::get(ctx, shardType), flatGrad,
         CommGroupAttr::get(ctx, CommGroup::world), mean);
     Value future = start.getResult();
-    finishers.push_back([=](OpBuilder &end) {
+    finishers.emplace_back(position.lookup(lastGrad), [=](OpBuilder &end) {
       Value g = WaitOp::create(end, loc, shardType, future);
       GradOp::create(end, loc, ref, g);
     });
@@ -191,7 +191,7 @@ void Shard::reduceGradients(Unit &unit) {
       CommGroupAttr::get(ctx, CommGroup::shard), mean);
   bool hybrid = strategy == Strategy::HybridShard && groupSize != worldSize;
   Value future = start.getResult();
-  finishers.push_back([=](OpBuilder &end) {
+  finishers.emplace_back(position.lookup(lastGrad), [=](OpBuilder &end) {
     Value g = WaitOp::create(end, loc, shardType, future);
     if (hybrid) {
       auto across = AllReduceStartOp::create(
@@ -344,15 +344,19 @@ LogicalResult Shard::run(ModuleOp module) {
     Location loc = grad.getLoc();
     auto ref = grad.getParamAttr();
     Value future = start.getResult();
-    finishers.push_back([=](OpBuilder &end) {
+    finishers.emplace_back(position.lookup(grad), [=](OpBuilder &end) {
       Value g = WaitOp::create(end, loc, type, future);
       GradOp::create(end, loc, ref, g);
     });
     grad.erase();
   }
+  // Waited in the order they started.
+  llvm::stable_sort(finishers, [](const auto &a, const auto &b) {
+    return a.first < b.first;
+  });
   OpBuilder end(body->getTerminator());
   for (auto &finish : finishers)
-    finish(end);
+    finish.second(end);
 
   Builder b(ctx);
   module->setAttr("fsdp.world_size", b.getI64IntegerAttr(worldSize));

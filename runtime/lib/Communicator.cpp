@@ -177,27 +177,40 @@ public:
   std::unique_ptr<Pending> reduceScatter(const at::Tensor &full,
                                          CommGroup group,
                                          bool mean) override {
-    // Gloo has no reduce-scatter in every libtorch: all-reduce, keep this
-    // rank's shard. Every rank gets bit-identical sums.
-    int n = groupSize(group), index = groupRank(group);
-    int64_t shard = full.numel() / n;
-    auto reduced = allReduce(full, group, mean);
-    std::shared_ptr<Pending> inner(std::move(reduced));
-    return std::make_unique<Chained>(inner, [=](at::Tensor t) {
-      return t.narrow(0, index * shard, shard).clone();
+    int n = groupSize(group);
+    if (n == 1)
+      return std::make_unique<Ready>(full.clone());
+    // All-to-all: rank r receives shard r of every rank's tensor and adds
+    // them up in rank order, as data-parallel gradients accumulate in one
+    // process (loss.backward() per micro-batch), so the sum is the same
+    // to the last bit on every rank and run. (Gloo's own all-reduce adds
+    // in ring order.)
+    at::Tensor input = full.contiguous();
+    at::Tensor output = at::empty_like(input);
+    std::vector<int64_t> counts;
+    auto work = pg(group)->alltoall_base(output, input, counts, counts);
+    return std::make_unique<GlooPending>(work, [output, n, mean]() {
+      return sumChunks(output, n, mean);
     });
   }
 
   std::unique_ptr<Pending> allReduce(const at::Tensor &t, CommGroup group,
                                      bool mean) override {
     int n = groupSize(group);
-    at::Tensor buffer = t.contiguous().clone();
     if (n == 1)
-      return std::make_unique<Ready>(buffer);
-    std::vector<at::Tensor> tensors{buffer};
-    auto work = pg(group)->allreduce(tensors);
-    return std::make_unique<GlooPending>(work, [buffer, mean, n]() {
-      return mean ? buffer.div_(n) : buffer;
+      return std::make_unique<Ready>(t.clone());
+    // A reduce-scatter in rank order, then an all-gather of the shards:
+    // every rank holds the same bits.
+    int64_t numel = t.numel(), padded = (numel + n - 1) / n * n;
+    at::Tensor flat = t.contiguous().view({-1});
+    if (padded != numel)
+      flat = at::cat({flat, at::zeros({padded - numel}, flat.options())});
+    std::shared_ptr<Pending> scatter(reduceScatter(flat, group, mean));
+    auto shape = t.sizes().vec();
+    CommGroup g = group;
+    return std::make_unique<Deferred>([this, scatter, g, numel, shape]() {
+      at::Tensor shard = scatter->wait();
+      return allGather(shard, g)->wait().narrow(0, 0, numel).view(shape);
     });
   }
 
@@ -210,17 +223,25 @@ public:
   }
 
 private:
-  class Chained : public Pending {
+  /// Work that completes when `finish` runs.
+  class Deferred : public Pending {
   public:
-    Chained(std::shared_ptr<Pending> inner,
-            std::function<at::Tensor(at::Tensor)> then)
-        : inner(std::move(inner)), then(std::move(then)) {}
-    at::Tensor wait() override { return then(inner->wait()); }
+    explicit Deferred(std::function<at::Tensor()> finish)
+        : finish(std::move(finish)) {}
+    at::Tensor wait() override { return finish(); }
 
   private:
-    std::shared_ptr<Pending> inner;
-    std::function<at::Tensor(at::Tensor)> then;
+    std::function<at::Tensor()> finish;
   };
+
+  /// The sum (or mean) of the `n` equal chunks of `received`, in order.
+  static at::Tensor sumChunks(const at::Tensor &received, int n, bool mean) {
+    std::vector<at::Tensor> chunks = received.chunk(n);
+    at::Tensor sum = chunks[0].clone();
+    for (int i = 1; i < n; ++i)
+      sum.add_(chunks[i]);
+    return mean ? sum.div_(n) : sum;
+  }
 
   c10::intrusive_ptr<c10d::ProcessGroupGloo> &pg(CommGroup group) {
     switch (group) {

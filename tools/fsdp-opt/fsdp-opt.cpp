@@ -158,6 +158,7 @@ static bool given(const llvm::cl::Option &o) { return o.getNumOccurrences() > 0;
 
 static LogicalResult resolveFSDPSettings() {
   FSDPSettings &s = fsdpSettings;
+  int64_t numMachines = 0;
   auto error = [](const llvm::Twine &message) {
     llvm::errs() << "error: " << message << "\n";
     return failure();
@@ -177,6 +178,7 @@ static LogicalResult resolveFSDPSettings() {
     s.wrapClasses = config->wrapClasses;
     if (config->numProcesses)
       s.worldSize = *config->numProcesses;
+    numMachines = config->numMachines.value_or(0);
   }
   for (const llvm::cl::Option *o : std::initializer_list<const llvm::cl::Option *>{
            &worldSizeFlag, &shardingFlag, &shardGroupSizeFlag, &autoWrapFlag,
@@ -211,10 +213,14 @@ static LogicalResult resolveFSDPSettings() {
     return error("--world-size must be at least 1, found " +
                  llvm::Twine(s.worldSize));
   if (s.sharding == "HYBRID_SHARD") {
+    // By default a shard group is one node's ranks.
+    if (s.shardGroupSize <= 0 && numMachines > 0 &&
+        s.worldSize % numMachines == 0)
+      s.shardGroupSize = s.worldSize / numMachines;
     if (s.shardGroupSize <= 0)
-      return error("HYBRID_SHARD needs --shard-group-size G: the ranks of "
-                   "one node, which shard each unit (groups of G replicate "
-                   "it)");
+      return error("HYBRID_SHARD needs --shard-group-size G (or a config "
+                   "file's num_machines): the ranks of one node, which shard "
+                   "each unit; groups of G ranks replicate it");
     if (s.worldSize % s.shardGroupSize != 0)
       return error("--shard-group-size " + llvm::Twine(s.shardGroupSize) +
                    " does not divide --world-size " +

@@ -32,6 +32,7 @@ struct AccelerateConfig {
   std::optional<int64_t> minNumParams;
   std::vector<std::string> wrapClasses; // fsdp_transformer_layer_cls_to_wrap
   std::optional<int64_t> numProcesses;  // num_processes (the world size)
+  std::optional<int64_t> numMachines;   // num_machines (nodes)
 };
 
 /// Reads `path`. Errors (llvm::StringError, inconvertibleErrorCode) name the

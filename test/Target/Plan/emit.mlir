@@ -21,8 +21,12 @@ func.func @forward(%x: tensor<2x3xf32> {fsdp.name = "x"}, %i: tensor<2xi64> {fsd
 }
 
 // CHECK:      "format": "fsdp-plan",
-// CHECK-NEXT: "version": 2,
+// CHECK-NEXT: "version": 3,
 // CHECK-NEXT: "function": "forward",
+// CHECK-NEXT: "num_slots": {{[0-9]+}},
+// CHECK-NEXT: "world_size": 1,
+// CHECK-NEXT: "shard_group_size": 1,
+// CHECK-NEXT: "sharding": "",
 // CHECK:      "state": [
 // CHECK-NEXT:   {"aliases":["head.weight"],"class":"torch.nn.modules.linear.Linear","dtype":"f32","kind":"param","module":"fc","name":"fc.weight","shape":[4,3]},
 // CHECK-NEXT:   {"aliases":[],"class":"torch.nn.modules.batchnorm.BatchNorm1d","dtype":"i64","kind":"buffer","module":"bn","name":"bn.num_batches_tracked","shape":[]}

@@ -1,0 +1,30 @@
+// fsdp-opt's FSDP flags must make sense together; nothing is written
+// otherwise.
+// RUN: not fsdp-opt %s --world-size 2 2>&1 | FileCheck %s --check-prefix=NOLOSS
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --sharding ZERO3 2>&1 | FileCheck %s --check-prefix=SHARDING
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --world-size 0 2>&1 | FileCheck %s --check-prefix=WORLD
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --world-size 4 --sharding HYBRID_SHARD 2>&1 | FileCheck %s --check-prefix=HYBRID
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --world-size 4 --sharding HYBRID_SHARD --shard-group-size 3 2>&1 | FileCheck %s --check-prefix=DIVIDE
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --world-size 4 --shard-group-size 2 2>&1 | FileCheck %s --check-prefix=GROUP
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap transformer 2>&1 | FileCheck %s --check-prefix=POLICY
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap class --wrap-class Block --min-num-params 10 2>&1 | FileCheck %s --check-prefix=MINPARAMS
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap size --wrap-class Block 2>&1 | FileCheck %s --check-prefix=WRAPCLASS
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap class 2>&1 | FileCheck %s --check-prefix=NOCLASS
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap class --wrap-class Block --wrap-module a 2>&1 | FileCheck %s --check-prefix=WRAPMODULE
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap modules -o %t.out 2>&1 | FileCheck %s --check-prefix=NOMODULE
+// RUN: not test -e %t.out
+// NOLOSS: error: FSDP options need --loss: what is sharded is the training step
+// SHARDING: error: --sharding ZERO3: expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD
+// WORLD: error: --world-size must be at least 1, found 0
+// HYBRID: error: HYBRID_SHARD needs --shard-group-size G (or a config file's num_machines): the ranks of one node, which shard each unit; groups of G ranks replicate it
+// DIVIDE: error: --shard-group-size 3 does not divide --world-size 4
+// GROUP: error: --shard-group-size applies to HYBRID_SHARD, not FULL_SHARD
+// POLICY: error: --auto-wrap transformer: expected size, class, modules or none
+// MINPARAMS: error: --min-num-params applies to --auto-wrap size, not class
+// WRAPCLASS: error: --wrap-class applies to --auto-wrap class, not size
+// NOCLASS: error: --auto-wrap class needs --wrap-class NAME
+// WRAPMODULE: error: --wrap-module applies to --auto-wrap modules, not class
+// NOMODULE: error: --auto-wrap modules needs --wrap-module PATH
+module {
+  fsdp.param @w : tensor<3xf32> in "" : "M"
+}
