@@ -8,9 +8,9 @@ Writes --steps random global batches and, for each rank count W: exports
 the GPT fixture (traced, its input specs one rank's batch, --batch / W),
 compiles its training step with fsdp-opt (AdamW, cross-entropy, FULL_SHARD,
 one FSDP unit per GPTBlock), runs it with `fsdp-run --nproc W`, and runs the
-same steps with W PyTorch DDP processes over Gloo (the original nn.Module with the exported weights; rank r
-takes the r-th contiguous slice of each global batch, as fsdp-run does).
-Every rank uses --threads threads.
+same steps with W PyTorch DDP processes over Gloo (the original nn.Module
+with the exported weights). Rank r takes the r-th contiguous slice of each
+global batch in both; every rank uses --threads threads.
 
 Step times are medians over the steps after the warm-up ones, on rank 0
 (fsdp-run's --metrics step_ms; DDP's timed after a barrier). Memory columns:

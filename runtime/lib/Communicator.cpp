@@ -104,6 +104,9 @@ public:
     return std::make_unique<Ready>(t.clone());
   }
   void abort(const std::string &) override {}
+  std::string failureOfOthers(std::chrono::milliseconds) override {
+    return "";
+  }
 };
 
 //===----------------------------------------------------------------------===//
@@ -120,7 +123,13 @@ public:
               std::function<at::Tensor()> finish)
       : work(std::move(work)), finish(std::move(finish)) {}
   at::Tensor wait() override {
-    work->wait();
+    try {
+      work->wait();
+    } catch (const std::exception &e) {
+      std::string msg = e.what();
+      throw Error("a collective failed (did another rank stop?): " +
+                  msg.substr(0, msg.find('\n')));
+    }
     return finish();
   }
 
@@ -215,11 +224,29 @@ public:
   }
 
   void abort(const std::string &message) override {
+    // This rank's own report is not news to its watchdog.
+    stopping = true;
     try {
+      // Only the first failure is kept: the others follow from it.
       std::vector<uint8_t> bytes(message.begin(), message.end());
-      store->set(kAbortKey, bytes);
+      store->compareSet(kAbortKey, {}, bytes);
     } catch (...) {
     }
+  }
+
+  std::string failureOfOthers(std::chrono::milliseconds patience) override {
+    auto deadline = std::chrono::steady_clock::now() + patience;
+    try {
+      do {
+        if (store->check({kAbortKey})) {
+          std::vector<uint8_t> bytes = store->get(kAbortKey);
+          return std::string(bytes.begin(), bytes.end());
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      } while (std::chrono::steady_clock::now() < deadline);
+    } catch (...) {
+    }
+    return "";
   }
 
 private:

@@ -363,22 +363,24 @@ void runRank(const Options &o, const RankInfo &info,
     for (const at::Tensor &d : data)
       inputs.push_back(d[step].clone());
     auto start = std::chrono::steady_clock::now();
+    bool hasLoss = false;
+    double loss = 0.0;
     try {
       outputs = executor.run(inputs, state);
-    } catch (const Error &e) {
+      // A scalar first output is the loss: its mean over the ranks, which
+      // is the loss of the global batch.
+      hasLoss = !outputs.empty() && outputs[0].dim() == 0 &&
+                outputs[0].is_floating_point();
+      if (hasLoss)
+        loss = comm->allReduce(outputs[0].to(at::kDouble), CommGroup::World,
+                               /*mean=*/true)
+                   ->wait()
+                   .item<double>();
+    } catch (const std::exception &e) {
+      std::string msg = e.what();
       throw Error("step " + std::to_string(step + 1) + "/" +
-                  std::to_string(steps) + ": " + e.what());
+                  std::to_string(steps) + ": " + msg.substr(0, msg.find('\n')));
     }
-    // A scalar first output is the loss: its mean over the ranks, which is
-    // the loss of the global batch.
-    bool hasLoss = !outputs.empty() && outputs[0].dim() == 0 &&
-                   outputs[0].is_floating_point();
-    double loss = 0.0;
-    if (hasLoss)
-      loss = comm->allReduce(outputs[0].to(at::kDouble), CommGroup::World,
-                             /*mean=*/true)
-                 ->wait()
-                 .item<double>();
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - start)
                     .count();
@@ -458,11 +460,24 @@ int main(int argc, char **argv) {
     message = e.what();
   }
   if (info.worldSize > 1) {
+    // When another rank failed first, its failure is the cause: say that.
+    std::string cause =
+        comm ? comm->failureOfOthers(std::chrono::milliseconds(1000)) : "";
+    if (!cause.empty()) {
+      std::cerr << "fsdp-run: rank " << info.rank << " stops: " << cause
+                << "\n";
+      std::cerr.flush();
+      std::_Exit(1);
+    }
     message = "rank " + std::to_string(info.rank) + ": " + message;
     if (comm)
       comm->abort(message);
     std::cerr << "fsdp-run: error: " << message << "\n";
     std::cerr.flush();
+    // Rank 0 serves the store that carries the message: keep it up until
+    // the others' watchdogs (which look every 200 ms) have read it.
+    if (comm && info.rank == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));
     std::fflush(stdout);
     // Pending collectives would block a normal exit.
     std::_Exit(1);

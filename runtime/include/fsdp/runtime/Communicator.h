@@ -12,6 +12,7 @@
 
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -62,8 +63,14 @@ public:
                                              CommGroup group, bool mean) = 0;
 
   /// Tells every other rank that this one failed with `message`; they stop
-  /// with it. Never throws.
+  /// with it. The first failure reported is the one every rank hears of.
+  /// Never throws.
   virtual void abort(const std::string &message) = 0;
+
+  /// The failure another rank reported, waiting up to `patience` for one
+  /// (a collective that fails because a peer is gone usually fails a
+  /// moment before the peer's report arrives); "" if none. Never throws.
+  virtual std::string failureOfOthers(std::chrono::milliseconds patience) = 0;
 };
 
 /// A world of one rank: every collective is the identity.
