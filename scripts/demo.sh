@@ -1,38 +1,43 @@
 #!/usr/bin/env bash
-# The main job, on a fresh machine: installs what is missing, builds, exports
-# the example models (traced and scripted) and imports each with fsdp-opt,
-# printing a summary of its IR; then compiles the GPT fixture's training step
-# and trains it for 5 steps with fsdp-run, beside eager PyTorch. Writes into
-# demo/.
+# The main job, on a fresh machine: installs what is missing, builds, then
+# compiles the GPT fixture's training step fully sharded over 4 ranks
+# (FULL_SHARD, each transformer block an FSDP unit, AdamW), prints the FSDP
+# report, trains it for 5 steps on 4 local CPU ranks with fsdp-run --nproc 4
+# (Gloo), and checks the losses and the final parameters against 4
+# data-parallel ranks in eager PyTorch. Writes into demo/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
 mkdir -p demo
 PY=/usr/bin/python3
-for model in mlp cnn gpt encoder; do
-  for mode in trace script; do
-    $PY test/fixtures/export.py "$model" "demo/$model-$mode.pt" --mode "$mode" 2>/dev/null
-    build/bin/fsdp-opt "demo/$model-$mode.pt" -o "demo/$model-$mode.mlir"
-    params=$(grep -c '^  fsdp.param' "demo/$model-$mode.mlir" || true)
-    buffers=$(grep -c '^  fsdp.buffer' "demo/$model-$mode.mlir" || true)
-    ops=$(grep -c 'aten.call' "demo/$model-$mode.mlir" || true)
-    printf '%-8s %-6s %3d params %3d buffers %4d ATen ops -> demo/%s-%s.mlir\n' \
-      "$model" "$mode" "$params" "$buffers" "$ops" "$model" "$mode"
-  done
-done
-echo
-echo "== demo/gpt-script.mlir (first lines) =="
-head -n 40 demo/gpt-script.mlir
+RANKS=4
 
 echo
-echo "== Training the GPT fixture: fsdp-opt builds the step (loss, backward, AdamW), fsdp-run runs it =="
-$PY test/fixtures/train_parity.py make gpt demo/gpt.pt demo/gpt-batches.pt --loss cross_entropy --steps 5 2>/dev/null
-build/bin/fsdp-opt demo/gpt.pt --loss cross_entropy --optimizer adamw --lr 0.01 \
-  --emit plan -o demo/gpt.plan
-build/bin/fsdp-run demo/gpt.plan --model demo/gpt.pt --data demo/gpt-batches.pt \
-  --metrics demo/gpt-metrics.jsonl --save demo/gpt-final.pt
+echo "== The GPT fixture: exported with one rank's batch (2), batches of $RANKS x 2 =="
+$PY test/fixtures/train_parity.py make gpt demo/gpt.pt demo/gpt-batches.pt \
+  --loss cross_entropy --batch 2 --data-batch $((RANKS * 2)) --steps 5 2>/dev/null
+echo "demo/gpt.pt, demo/gpt-batches.pt"
+
 echo
-echo "== The same 5 steps in eager PyTorch (torch.optim.AdamW) =="
+echo "== fsdp-opt: loss, backward, AdamW, sharded over $RANKS ranks =="
+build/bin/fsdp-opt demo/gpt.pt --loss cross_entropy --optimizer adamw --lr 0.01 \
+  --world-size $RANKS --sharding FULL_SHARD --auto-wrap class --wrap-class GPTBlock \
+  --fsdp-report --emit plan -o demo/gpt.plan
+build/bin/fsdp-opt demo/gpt.pt --loss cross_entropy --optimizer adamw --lr 0.01 \
+  --world-size $RANKS --sharding FULL_SHARD --auto-wrap class --wrap-class GPTBlock \
+  -o demo/gpt.mlir
+echo "the plan: demo/gpt.plan; its IR: demo/gpt.mlir (collectives:" \
+  "$(grep -c 'all_gather.start' demo/gpt.mlir) all-gathers," \
+  "$(grep -c 'reduce_scatter.start' demo/gpt.mlir) reduce-scatters)"
+
+echo
+echo "== fsdp-run on $RANKS local ranks (Gloo) =="
+build/bin/fsdp-run demo/gpt.plan --model demo/gpt.pt --data demo/gpt-batches.pt \
+  --nproc $RANKS --threads 1 --metrics demo/gpt-metrics.jsonl --save demo/gpt-final.pt
+
+echo
+echo "== The same 5 steps as $RANKS data-parallel ranks in eager PyTorch (torch.optim.AdamW) =="
 $PY test/fixtures/train_parity.py check gpt demo/gpt.pt demo/gpt-batches.pt \
-  demo/gpt-metrics.jsonl demo/gpt-final.pt --loss cross_entropy --optimizer adamw --lr 0.01
+  demo/gpt-metrics.jsonl demo/gpt-final.pt --loss cross_entropy --optimizer adamw \
+  --lr 0.01 --micro-batches $RANKS
