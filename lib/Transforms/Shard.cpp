@@ -12,7 +12,10 @@
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace fsdp {
 #define GEN_PASS_DEF_SHARD
@@ -44,10 +47,13 @@ struct Shard : fsdp::impl::ShardBase<Shard> {
 
   LogicalResult run(ModuleOp module);
   LogicalResult checkOptions(ModuleOp module);
-  /// Gathers `unit` for `uses` (all in one region of the step), replacing
-  /// each member's read there by a view; frees the buffer after the last
-  /// use unless `keep`.
-  void gather(Unit &unit, ArrayRef<OpOperand *> uses, bool free);
+  /// Gathers `unit` before the first of `uses` (reads of its parameters
+  /// or of values derived from them alone, all in one region of the step)
+  /// and frees the buffer after the last. Reads of a parameter become reads
+  /// of a view of the buffer; with `recompute`, derived values are computed
+  /// again from the views (a transposed weight the backward reads), so that
+  /// nothing reads the forward's buffer after its free.
+  void gather(Unit &unit, ArrayRef<OpOperand *> uses, bool recompute);
   void reduceGradients(Unit &unit);
 
   Strategy strategy = Strategy::FullShard;
@@ -57,6 +63,12 @@ struct Shard : fsdp::impl::ShardBase<Shard> {
   llvm::DenseMap<Operation *, int64_t> position;
   llvm::DenseMap<StringAttr, GetOp> reads;   // parameter -> its fsdp.get
   llvm::DenseMap<StringAttr, GradOp> grads;  // parameter -> its fsdp.grad
+  /// Per unit: forward ops that view its parameters (through other
+  /// views), in order, and all views of them (forward and backward).
+  llvm::DenseMap<Unit *, SmallVector<Operation *>> derivedOps;
+  llvm::SetVector<Value> derived;
+  /// The parameter read each view stands for.
+  llvm::DenseMap<Value, Value> viewOf;
   /// Collectives whose wait goes at the end of the step, in start order,
   /// with what to do with the result.
   SmallVector<std::pair<int64_t, std::function<void(OpBuilder &)>>> finishers;
@@ -98,7 +110,7 @@ LogicalResult Shard::checkOptions(ModuleOp module) {
   return success();
 }
 
-void Shard::gather(Unit &unit, ArrayRef<OpOperand *> uses, bool free) {
+void Shard::gather(Unit &unit, ArrayRef<OpOperand *> uses, bool recompute) {
   if (uses.empty())
     return;
   auto order = [&](OpOperand *use) {
@@ -123,21 +135,55 @@ void Shard::gather(Unit &unit, ArrayRef<OpOperand *> uses, bool free) {
         CommGroupAttr::get(b.getContext(), CommGroup::shard));
     full = WaitOp::create(b, loc, fullType, start.getResult());
   }
-  // One view per member that these uses read.
-  llvm::DenseMap<Value, Value> views;
+
+  // What these uses read: parameters directly, or through derived values
+  // (which, recomputed, read parameters themselves).
+  llvm::DenseSet<Value> needed;
+  SmallVector<Value> work;
+  for (OpOperand *use : uses)
+    if (needed.insert(use->get()).second)
+      work.push_back(use->get());
+  while (recompute && !work.empty()) {
+    Value v = work.pop_back_val();
+    if (!derived.contains(v))
+      continue;
+    for (Value operand : v.getDefiningOp()->getOperands()) {
+      // The forward reads a parameter through its forward view.
+      Value read = viewOf.lookup(operand);
+      if (!read)
+        read = operand;
+      if (needed.insert(read).second)
+        work.push_back(read);
+    }
+  }
+
+  // One view per member read.
+  IRMapping mapping;
   for (auto [param, offset] : llvm::zip(unit.members, unit.offsets)) {
     GetOp read = reads.lookup(param.getSymNameAttr());
-    if (!read)
+    if (!read || !needed.contains(read.getResult()))
       continue;
     Value old = read.getResult();
-    if (llvm::none_of(uses, [&](OpOperand *u) { return u->get() == old; }))
-      continue;
-    views[old] = ViewOp::create(b, loc, old.getType(), full,
+    Value view = ViewOp::create(b, loc, old.getType(), full,
                                 b.getI64IntegerAttr(offset));
+    mapping.map(old, view);
+    viewOf[view] = old;
   }
+  // Derived ops read earlier views of the same parameters.
+  if (recompute)
+    for (auto [view, read] : viewOf)
+      if (Value now = mapping.lookupOrNull(read); now && now != view)
+        mapping.map(view, now);
+  // The derived values again, in their order, from the views.
+  if (recompute)
+    for (Operation *op : derivedOps.lookup(&unit))
+      if (llvm::any_of(op->getResults(),
+                       [&](Value r) { return needed.contains(r); }))
+        b.clone(*op, mapping);
   for (OpOperand *use : uses)
-    use->set(views.lookup(use->get()));
-  if (free && strategy != Strategy::NoShard) {
+    if (Value replacement = mapping.lookupOrNull(use->get()))
+      use->set(replacement);
+  if (strategy != Strategy::NoShard) {
     b.setInsertionPointAfter(lastOp);
     FreeOp::create(b, lastOp->getLoc(), full);
   }
@@ -295,33 +341,61 @@ LogicalResult Shard::run(ModuleOp module) {
         groupSize, elem);
   }
 
-  // Gathers, views and frees.
+  // Views of one unit's parameters (a transposed weight) share its
+  // gathered buffer: their uses count as uses of the unit, and the backward
+  // takes the forward's again from its own gather.
   int64_t backward = position.lookup(backwardStart);
+  llvm::DenseMap<Value, Unit *> unitOf;
+  for (Unit *unit : ordered)
+    for (ParamOp p : unit->members)
+      if (GetOp read = reads.lookup(p.getSymNameAttr()))
+        unitOf[read.getResult()] = unit;
+  for (Operation &op : *body) {
+    auto call = dyn_cast<aten::CallOp>(op);
+    if (!call || call.getMutates() || !aten::mayAlias(call.getOverload()))
+      continue;
+    Unit *from = call.getNumOperands() ? unitOf.lookup(call.getOperand(0))
+                                       : nullptr;
+    if (!from)
+      continue;
+    // The backward computes forward ones again; its own follow its reads.
+    if (position.lookup(&op) < backward)
+      derivedOps[from].push_back(call);
+    for (Value r : call.getResults()) {
+      derived.insert(r);
+      unitOf[r] = from;
+    }
+  }
+
+  // Gathers, views and frees.
   for (Unit *unit : ordered) {
     SmallVector<OpOperand *> forwardUses, backwardUses;
-    for (ParamOp p : unit->members) {
-      GetOp read = reads.lookup(p.getSymNameAttr());
-      if (!read)
-        continue;
-      for (OpOperand &use : read->getUses()) {
+    auto collect = [&](Value v) {
+      for (OpOperand &use : v.getUses()) {
         int64_t at =
             position.lookup(body->findAncestorOpInBlock(*use.getOwner()));
         (at < backward ? forwardUses : backwardUses).push_back(&use);
       }
-    }
+    };
+    for (ParamOp p : unit->members)
+      if (GetOp read = reads.lookup(p.getSymNameAttr()))
+        collect(read.getResult());
+    for (Value v : derived)
+      if (unitOf.lookup(v) == unit)
+        collect(v);
     switch (strategy) {
     case Strategy::FullShard:
     case Strategy::HybridShard:
       // Resharded after forward, gathered again for backward.
-      gather(*unit, forwardUses, /*free=*/true);
-      gather(*unit, backwardUses, /*free=*/true);
+      gather(*unit, forwardUses, /*recompute=*/false);
+      gather(*unit, backwardUses, /*recompute=*/true);
       break;
     case Strategy::ShardGradOp:
     case Strategy::NoShard: {
       // Kept from the forward to the last backward use.
       SmallVector<OpOperand *> all(forwardUses);
       all.append(backwardUses);
-      gather(*unit, all, /*free=*/true);
+      gather(*unit, all, /*recompute=*/false);
       break;
     }
     }

@@ -11,6 +11,7 @@
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace fsdp {
 #define GEN_PASS_DEF_VERIFYPLAN
@@ -147,11 +148,22 @@ LogicalResult VerifyPlan::checkFunction(func::FuncOp func) {
       fail(frees[1], "frees a gathered buffer a second time");
       continue;
     }
+    // What shares its storage: its views, and ATen views of them (a
+    // transposed weight).
     int64_t freedAt = at(frees.front());
-    SmallVector<Value> aliases{buffer};
-    for (Operation *user : buffer.getUsers())
-      if (auto view = dyn_cast<ViewOp>(user))
-        aliases.push_back(view.getResult());
+    llvm::SetVector<Value> aliases;
+    aliases.insert(buffer);
+    for (size_t i = 0; i < aliases.size(); ++i)
+      for (Operation *user : aliases[i].getUsers()) {
+        auto call = dyn_cast<aten::CallOp>(user);
+        bool view = isa<ViewOp>(user) ||
+                    (call && !call.getMutates() &&
+                     aten::mayAlias(call.getOverload()) &&
+                     call.getNumOperands() >= 1 &&
+                     call.getOperand(0) == aliases[i]);
+        if (view)
+          aliases.insert_range(user->getResults());
+      }
     for (Value alias : aliases)
       for (Operation *user : alias.getUsers())
         if (!isa<FreeOp>(user) && at(user) > freedAt) {

@@ -331,13 +331,19 @@ Gloo::Gloo(const RankInfo &info, int shardGroupSize)
                 std::to_string(info.masterPort) + ": " +
                 msg.substr(0, msg.find('\n')));
   }
-  worldPG = makeGroup("world/", info.rank, info.worldSize);
-  if (shardSize < info.worldSize) {
-    int group = info.rank / shardSize, index = info.rank % shardSize;
-    shardPG = makeGroup("shard" + std::to_string(group) + "/", index,
-                        shardSize);
-    replicatePG = makeGroup("replicate" + std::to_string(index) + "/", group,
-                            info.worldSize / shardSize);
+  try {
+    worldPG = makeGroup("world/", info.rank, info.worldSize);
+    if (shardSize < info.worldSize) {
+      int group = info.rank / shardSize, index = info.rank % shardSize;
+      shardPG = makeGroup("shard" + std::to_string(group) + "/", index,
+                          shardSize);
+      replicatePG = makeGroup("replicate" + std::to_string(index) + "/",
+                              group, info.worldSize / shardSize);
+    }
+  } catch (const std::exception &e) {
+    std::string msg = e.what();
+    throw Error("cannot connect the ranks' Gloo process groups (did another "
+                "rank stop?): " + msg.substr(0, msg.find('\n')));
   }
   watchdog = std::thread([this] { watch(); });
 }

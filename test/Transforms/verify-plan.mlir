@@ -151,3 +151,26 @@ module attributes {fsdp.world_size = 2 : i64, fsdp.shard_group_size = 2 : i64} {
     return %x : tensor<4xf32>
   }
 }
+
+// -----
+
+// A view of a gathered buffer (a transposed weight) is the buffer too.
+module attributes {fsdp.world_size = 2 : i64, fsdp.shard_group_size = 2 : i64} {
+  fsdp.param @w : tensor<4x3xf32> in "" : "M"
+  fsdp.flat_param @u for "" params [@w] offsets [0] numel 12 padded 12 shards 2 : f32
+  func.func @train_step() -> tensor<3x4xf32> {
+    %s = fsdp.get @u : tensor<6xf32>
+    %f = fsdp.all_gather.start %s for @u group shard : tensor<6xf32> -> !fsdp.future<tensor<12xf32>>
+    %full = fsdp.wait %f : !fsdp.future<tensor<12xf32>>
+    %w = fsdp.view %full[0] : tensor<12xf32> to tensor<4x3xf32>
+    %wt = aten.call "aten::t"(%w) : (tensor<4x3xf32>) -> tensor<3x4xf32>
+    // A copy is not: reading it after the free is fine.
+    %c = aten.call "aten::mul.Scalar"(%wt, 2.0) : (tensor<3x4xf32>) -> tensor<3x4xf32>
+    // expected-note@+1 {{freed here}}
+    fsdp.free %full : tensor<12xf32>
+    %n = aten.call "aten::neg"(%c) : (tensor<3x4xf32>) -> tensor<3x4xf32>
+    // expected-error@+1 {{'aten.call' op uses a gathered buffer after its free}}
+    %y = aten.call "aten::add.Tensor"(%n, %wt, 1) : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+    return %y : tensor<3x4xf32>
+  }
+}

@@ -404,7 +404,8 @@ void runRank(const Options &o, const RankInfo &info,
                           {"step_ms", ms},
                           {"peak_bytes", executor.peakBytes()}};
       line["loss"] = hasLoss ? nlohmann::json(loss) : nlohmann::json(nullptr);
-      metrics << line.dump() << "\n";
+      // One line per step, as it happens: others may follow the run.
+      metrics << line.dump() << std::endl;
     }
   }
   int64_t sharded = parameterAndOptimizerBytes(plan, state) + gradBytes;
