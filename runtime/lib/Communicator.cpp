@@ -2,9 +2,11 @@
 
 #include "fsdp/runtime/Communicator.h"
 
+#ifdef FSDP_RUNTIME_GLOO
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#endif
 
 #include <atomic>
 #include <chrono>
@@ -109,6 +111,7 @@ public:
   }
 };
 
+#ifdef FSDP_RUNTIME_GLOO
 //===----------------------------------------------------------------------===//
 // Gloo
 //===----------------------------------------------------------------------===//
@@ -401,6 +404,8 @@ Gloo::~Gloo() {
   }
 }
 
+#endif // FSDP_RUNTIME_GLOO
+
 } // namespace
 
 std::unique_ptr<Communicator> createSingleRankCommunicator() {
@@ -409,7 +414,14 @@ std::unique_ptr<Communicator> createSingleRankCommunicator() {
 
 std::unique_ptr<Communicator> createGlooCommunicator(const RankInfo &info,
                                                      int shardGroupSize) {
+#ifdef FSDP_RUNTIME_GLOO
   return std::make_unique<Gloo>(info, shardGroupSize);
+#else
+  (void)shardGroupSize;
+  throw Error("this fsdp-run was built without Gloo's headers: it runs "
+              "single-rank plans only, not " +
+              std::to_string(info.worldSize) + " ranks");
+#endif
 }
 
 } // namespace fsdp::runtime

@@ -152,13 +152,13 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
     for (Attribute ref : flat.getParams())
       flatMembers.insert(cast<FlatSymbolRefAttr>(ref).getAttr());
   for (Operation &op : module.getBody()->getOperations()) {
-    auto describe = [&](auto symbol, StringRef kind) -> LogicalResult {
+    // A parameter or buffer: its type, names and module.
+    auto describe = [&](auto symbol) -> FailureOr<json::Object> {
       FailureOr<json::Value> type = typeJson(symbol, symbol.getType());
       if (failed(type))
         return failure();
       json::Object entry = std::move(*type->getAsObject());
       entry["name"] = symbol.getSymName();
-      entry["kind"] = kind;
       entry["module"] = symbol.getModulePath();
       entry["class"] = symbol.getModuleClass();
       json::Array aliases;
@@ -166,14 +166,21 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
         for (Attribute alias : *a)
           aliases.push_back(cast<StringAttr>(alias).getValue());
       entry["aliases"] = std::move(aliases);
-      state.push_back(std::move(entry));
+      return entry;
+    };
+    auto declare = [&](auto symbol, StringRef kind) -> LogicalResult {
+      FailureOr<json::Object> entry = describe(symbol);
+      if (failed(entry))
+        return failure();
+      (*entry)["kind"] = kind;
+      state.push_back(std::move(*entry));
       return success();
     };
     if (auto param = dyn_cast<ParamOp>(op)) {
       // A flat parameter's member lives in it, not as state of its own.
       if (flatMembers.contains(param.getSymNameAttr()))
         continue;
-      if (failed(describe(param, "param")))
+      if (failed(declare(param, "param")))
         return failure();
     } else if (auto flat = dyn_cast<FlatParamOp>(op)) {
       // A rank holds its shard; the members say where each parameter lies
@@ -192,26 +199,17 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
       for (auto [ref, offset] : llvm::zip(flat.getParams(), flat.getOffsets())) {
         auto param = module.lookupSymbol<ParamOp>(
             cast<FlatSymbolRefAttr>(ref).getAttr());
-        FailureOr<json::Value> memberType = typeJson(param, param.getType());
-        if (failed(memberType))
+        FailureOr<json::Object> member = describe(param);
+        if (failed(member))
           return failure();
-        json::Object member = std::move(*memberType->getAsObject());
-        member["name"] = param.getSymName();
-        member["offset"] = offset;
-        member["module"] = param.getModulePath();
-        member["class"] = param.getModuleClass();
-        json::Array aliases;
-        if (auto a = param.getAliases())
-          for (Attribute alias : *a)
-            aliases.push_back(cast<StringAttr>(alias).getValue());
-        member["aliases"] = std::move(aliases);
-        members.push_back(std::move(member));
+        (*member)["offset"] = offset;
+        members.push_back(std::move(*member));
       }
       entry["params"] = std::move(members);
       entry["aliases"] = json::Array();
       state.push_back(std::move(entry));
     } else if (auto buffer = dyn_cast<BufferOp>(op)) {
-      if (failed(describe(buffer, "buffer")))
+      if (failed(declare(buffer, "buffer")))
         return failure();
       if (buffer.getNonPersistent())
         (*state.back().getAsObject())["persistent"] = false;
