@@ -105,6 +105,10 @@ public:
                                      bool) override {
     return std::make_unique<Ready>(t.clone());
   }
+  std::unique_ptr<Pending> reduceScatterOverWorld(const at::Tensor &full,
+                                                  bool) override {
+    return std::make_unique<Ready>(full.clone());
+  }
   void abort(const std::string &) override {}
   std::string failureOfOthers(std::chrono::milliseconds) override {
     return "";
@@ -203,6 +207,29 @@ public:
     auto work = pg(group)->alltoall_base(output, input, counts, counts);
     return std::make_unique<GlooPending>(work, [output, n, mean]() {
       return sumChunks(output, n, mean);
+    });
+  }
+
+  std::unique_ptr<Pending> reduceScatterOverWorld(const at::Tensor &full,
+                                                  bool mean) override {
+    if (shardSize == info.worldSize)
+      return reduceScatter(full, CommGroup::Shard, mean);
+    // All-to-all over the world: every rank sends rank q the shard q's
+    // index in its group holds, so rank r receives its shard from every
+    // rank, in rank order.
+    int world = info.worldSize;
+    std::vector<at::Tensor> shards = full.contiguous().chunk(shardSize);
+    std::vector<at::Tensor> outgoing;
+    for (int q = 0; q < world; ++q)
+      outgoing.push_back(shards[q % shardSize]);
+    at::Tensor input = at::cat(outgoing);
+    at::Tensor output = at::empty_like(input);
+    std::vector<int64_t> counts;
+    auto work = worldPG->alltoall_base(output, input, counts, counts);
+    int divisor = shardSize;
+    return std::make_unique<GlooPending>(work, [output, world, mean, divisor]() {
+      at::Tensor sum = sumChunks(output, world, false);
+      return mean ? sum.div_(divisor) : sum;
     });
   }
 
@@ -407,6 +434,10 @@ Gloo::~Gloo() {
 #endif // FSDP_RUNTIME_GLOO
 
 } // namespace
+
+std::unique_ptr<Pending> completed(at::Tensor result) {
+  return std::make_unique<Ready>(std::move(result));
+}
 
 std::unique_ptr<Communicator> createSingleRankCommunicator() {
   return std::make_unique<SingleRank>();

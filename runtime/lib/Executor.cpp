@@ -323,6 +323,40 @@ Executor::Executor(const Plan &plan, Communicator *comm)
     }
     calls[i] = std::move(call);
   }
+  // A shard-group reduce-scatter whose result only feeds a replica-group
+  // all-reduce: HYBRID_SHARD's gradient reduction.
+  pairedWith.assign(plan.instructions.size(), -1);
+  std::map<int64_t, size_t> waitBySlot;
+  std::map<int64_t, int> readers;
+  for (size_t i = 0; i < plan.instructions.size(); ++i) {
+    const Instruction &inst = plan.instructions[i];
+    if (inst.kind == InstKind::Wait)
+      waitBySlot[inst.result] = i;
+    for (int64_t slot : {inst.input, inst.value})
+      if (slot >= 0)
+        ++readers[slot];
+    if (inst.kind == InstKind::Call)
+      for (const std::vector<int64_t> &slots : calls[i].argSlots)
+        for (int64_t slot : slots)
+          if (slot >= 0)
+            ++readers[slot];
+  }
+  for (int64_t out : plan.outputs)
+    ++readers[out];
+  for (size_t i = 0; i < plan.instructions.size(); ++i) {
+    const Instruction &ar = plan.instructions[i];
+    if (ar.kind != InstKind::AllReduce || ar.group != CommGroup::Replicate)
+      continue;
+    auto wait = waitBySlot.find(ar.input);
+    if (wait == waitBySlot.end() || readers[ar.input] != 1)
+      continue;
+    size_t rs = startOf[wait->second];
+    if (plan.instructions[rs].kind == InstKind::ReduceScatter &&
+        plan.instructions[rs].group == CommGroup::Shard) {
+      pairedWith[rs] = i;
+      pairedWith[i] = rs;
+    }
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -398,9 +432,19 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
       break;
     case InstKind::ReduceScatter:
       futures[inst.result] =
-          comm->reduceScatter(slots[inst.input], inst.group, inst.mean);
+          pairedWith[i] >= 0
+              ? comm->reduceScatterOverWorld(slots[inst.input], inst.mean)
+              : comm->reduceScatter(slots[inst.input], inst.group, inst.mean);
       break;
     case InstKind::AllReduce:
+      if (pairedWith[i] >= 0) {
+        // Its reduce-scatter summed over the world already.
+        const at::Tensor &sum = slots[inst.input];
+        int replicas = comm->groupSize(CommGroup::Replicate);
+        futures[inst.result] =
+            completed(inst.mean ? sum.div(replicas) : sum.clone());
+        break;
+      }
       futures[inst.result] =
           comm->allReduce(slots[inst.input], inst.group, inst.mean);
       break;

@@ -62,6 +62,15 @@ public:
   virtual std::unique_ptr<Pending> allReduce(const at::Tensor &t,
                                              CommGroup group, bool mean) = 0;
 
+  /// HYBRID_SHARD's reduction in one: this rank's shard (its index in its
+  /// shard group) of the sum of `full` over every rank, added in world rank
+  /// order, divided by the shard-group size if `mean`. What a reduce-scatter
+  /// over the shard group followed by a sum over the replica group computes,
+  /// with the association a single process accumulating the ranks'
+  /// gradients one after another has.
+  virtual std::unique_ptr<Pending> reduceScatterOverWorld(const at::Tensor &full,
+                                                          bool mean) = 0;
+
   /// Tells every other rank that this one failed with `message`; they stop
   /// with it. The first failure reported is the one every rank hears of.
   /// Never throws.
@@ -72,6 +81,9 @@ public:
   /// moment before the peer's report arrives); "" if none. Never throws.
   virtual std::string failureOfOthers(std::chrono::milliseconds patience) = 0;
 };
+
+/// A collective that is already complete.
+std::unique_ptr<Pending> completed(at::Tensor result);
 
 /// A world of one rank: every collective is the identity.
 std::unique_ptr<Communicator> createSingleRankCommunicator();

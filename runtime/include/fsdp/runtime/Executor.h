@@ -89,6 +89,10 @@ private:
   std::vector<at::Tensor> slots;
   std::vector<std::unique_ptr<Pending>> futures; // by slot
   std::vector<size_t> startOf; // a Wait's collective start, by instruction
+  // HYBRID_SHARD's reduce-scatter over the shard group and the all-reduce
+  // of its result over the replica group, run as one sum over the world:
+  // by instruction, the other half of the pair (-1 if none).
+  std::vector<int64_t> pairedWith;
   Communicator *comm;
   std::unique_ptr<Communicator> single;
   int64_t gradBytes = 0;
