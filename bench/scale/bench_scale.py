@@ -116,27 +116,18 @@ def run_ddp(world, model_path, data_path, kw, args, tmp):
         return json.load(f)
 
 
-def accepts(tool, flag):
-    """Whether `tool --help` lists `flag` (the multi-rank flags are new)."""
-    help_run = subprocess.run([tool, "--help"], capture_output=True, text=True)
-    return flag in help_run.stdout + help_run.stderr
-
-
-def run_fsdp(world, model_path, data_path, args, tmp, cli):
+def run_fsdp(world, model_path, data_path, args, tmp):
     """fsdp-opt + fsdp-run at `world` ranks: median step ms, sharded state
     bytes and peak bytes (None where the metrics lack them), per-step losses."""
     plan = os.path.join(tmp, f"gpt{world}.plan")
     metrics = os.path.join(tmp, f"gpt{world}.jsonl")
     compile_cmd = [os.path.join(args.bin, "fsdp-opt"), model_path, "--loss", "cross_entropy",
-                   "--optimizer", OPTIM.optimizer, "--lr", str(OPTIM.lr)]
+                   "--optimizer", OPTIM.optimizer, "--lr", str(OPTIM.lr),
+                   "--world-size", str(world), "--sharding", "FULL_SHARD",
+                   "--auto-wrap", "class", "--wrap-class", WRAP_CLASS]
     run_cmd = [os.path.join(args.bin, "fsdp-run"), plan, "--model", model_path,
                "--data", data_path, "--steps", str(args.steps), "--metrics", metrics,
-               "--threads", str(args.threads)]
-    if cli["world_size"]:
-        compile_cmd += ["--world-size", str(world), "--sharding", "FULL_SHARD",
-                        "--auto-wrap", "class", "--wrap-class", WRAP_CLASS]
-    if cli["nproc"]:
-        run_cmd += ["--nproc", str(world)]
+               "--threads", str(args.threads), "--nproc", str(world)]
     subprocess.run(compile_cmd + ["--emit", "plan", "-o", plan], check=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     subprocess.run(run_cmd, check=True, env=env, stdout=subprocess.DEVNULL)
@@ -215,8 +206,6 @@ def main():
         if not os.access(os.path.join(args.bin, tool), os.X_OK):
             sys.exit(f"{os.path.join(args.bin, tool)} not found: build the project first "
                      "(or pass --bin)")
-    cli = {"world_size": accepts(os.path.join(args.bin, "fsdp-opt"), "--world-size"),
-           "nproc": accepts(os.path.join(args.bin, "fsdp-run"), "--nproc")}
     kw = {"d_model": args.d_model, "n_layer": args.n_layer, "n_head": args.n_head,
           "max_len": args.max_len, "vocab": args.vocab}
 
@@ -225,9 +214,6 @@ def main():
         print(f"gpt {kw}, global batch {args.batch}, AdamW, {args.threads} thread(s) per rank "
               f"on {os.cpu_count()} cores, median of steps {args.warmup + 1}-{args.steps} "
               "on rank 0")
-        if not all(cli.values()):
-            print("fsdp-opt --world-size or fsdp-run --nproc missing: fsdp-run runs at "
-                  "1 rank only")
         print("\n| ranks | fsdp-run step ms | DDP step ms | ratio | fsdp-run sharded state "
               "MiB/rank | fsdp-run peak MiB/rank | DDP params+grads+optim MiB/rank |")
         print("|---:|---:|---:|---:|---:|---:|---:|")
@@ -237,11 +223,10 @@ def main():
             model_path = export(kw, args.batch // w, os.path.join(tmp, f"gpt{w}.pt"))
             ddp = run_ddp(w, model_path, data_path, kw, args, tmp)
             ours = {}
-            if all(cli.values()) or w == 1:
-                try:
-                    ours = run_fsdp(w, model_path, data_path, args, tmp, cli)
-                except subprocess.CalledProcessError as e:
-                    notes.append(f"{w} ranks: {os.path.basename(e.cmd[0])} exited {e.returncode}")
+            try:
+                ours = run_fsdp(w, model_path, data_path, args, tmp)
+            except subprocess.CalledProcessError as e:
+                notes.append(f"{w} ranks: {os.path.basename(e.cmd[0])} exited {e.returncode}")
             # Both sides must train the same thing for their times to compare.
             mismatch = ours and loss_mismatch(ours["losses"], ddp["losses"])
             if mismatch:

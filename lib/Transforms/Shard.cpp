@@ -198,9 +198,11 @@ void Shard::reduceGradients(Unit &unit) {
     if (!lastGrad || position.lookup(g) > position.lookup(lastGrad))
       lastGrad = g;
   }
+  Location loc = lastGrad.getLoc();
+  int64_t completedAt = position.lookup(lastGrad);
   OpBuilder builder(lastGrad);
   builder.setInsertionPointAfter(lastGrad);
-  aten::ATenBuilder b(builder, lastGrad.getLoc());
+  aten::ATenBuilder b(builder, loc);
   Type elem = unit.flat.getElementType();
   int64_t padded = unit.flat.getPaddedNumel();
   SmallVector<Value> pieces;
@@ -220,13 +222,12 @@ void Shard::reduceGradients(Unit &unit) {
   auto ref = FlatSymbolRefAttr::get(unit.flat.getSymNameAttr());
   auto shardType = unit.flat.getShardType();
   auto mean = ReduceOpAttr::get(ctx, ReduceOp::mean);
-  Location loc = lastGrad.getLoc();
   if (strategy == Strategy::NoShard) {
     auto start = AllReduceStartOp::create(
         builder, loc, FutureType::get(ctx, shardType), flatGrad,
         CommGroupAttr::get(ctx, CommGroup::world), mean);
     Value future = start.getResult();
-    finishers.emplace_back(position.lookup(lastGrad), [=](OpBuilder &end) {
+    finishers.emplace_back(completedAt, [=](OpBuilder &end) {
       Value g = WaitOp::create(end, loc, shardType, future);
       GradOp::create(end, loc, ref, g);
     });
@@ -237,7 +238,7 @@ void Shard::reduceGradients(Unit &unit) {
       CommGroupAttr::get(ctx, CommGroup::shard), mean);
   bool hybrid = strategy == Strategy::HybridShard && groupSize != worldSize;
   Value future = start.getResult();
-  finishers.emplace_back(position.lookup(lastGrad), [=](OpBuilder &end) {
+  finishers.emplace_back(completedAt, [=](OpBuilder &end) {
     Value g = WaitOp::create(end, loc, shardType, future);
     if (hybrid) {
       auto across = AllReduceStartOp::create(
@@ -400,8 +401,10 @@ LogicalResult Shard::run(ModuleOp module) {
     }
     }
     for (ParamOp p : unit->members)
-      if (GetOp read = reads.lookup(p.getSymNameAttr()); read && read.use_empty())
+      if (GetOp read = reads.lookup(p.getSymNameAttr()); read && read.use_empty()) {
+        reads.erase(p.getSymNameAttr());
         read.erase();
+      }
   }
 
   // Gradient reduction, started as each unit's gradient completes.
