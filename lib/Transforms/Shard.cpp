@@ -136,8 +136,8 @@ void Shard::gather(Unit &unit, ArrayRef<OpOperand *> uses, bool recompute) {
     full = WaitOp::create(b, loc, fullType, start.getResult());
   }
 
-  // What these uses read: parameters directly, or through derived values
-  // (which, recomputed, read parameters themselves).
+  // What these uses read: parameters directly, or through their views
+  // (which, taken again, read the parameters themselves).
   llvm::DenseSet<Value> needed;
   SmallVector<Value> work;
   for (OpOperand *use : uses)
@@ -169,12 +169,12 @@ void Shard::gather(Unit &unit, ArrayRef<OpOperand *> uses, bool recompute) {
     mapping.map(old, view);
     viewOf[view] = old;
   }
-  // Derived ops read earlier views of the same parameters.
+  // The forward's views read the forward's views of the same parameters.
   if (recompute)
     for (auto [view, read] : viewOf)
       if (Value now = mapping.lookupOrNull(read); now && now != view)
         mapping.map(view, now);
-  // The derived values again, in their order, from the views.
+  // The forward's views again, in their order, from the new buffer.
   if (recompute)
     for (Operation *op : derivedOps.lookup(&unit))
       if (llvm::any_of(op->getResults(),
