@@ -15,7 +15,6 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
-#include "llvm/ADT/SetVector.h"
 
 namespace fsdp {
 #define GEN_PASS_DEF_SHARD
@@ -48,11 +47,11 @@ struct Shard : fsdp::impl::ShardBase<Shard> {
   LogicalResult run(ModuleOp module);
   LogicalResult checkOptions(ModuleOp module);
   /// Gathers `unit` before the first of `uses` (reads of its parameters
-  /// or of values derived from them alone, all in one region of the step)
-  /// and frees the buffer after the last. Reads of a parameter become reads
-  /// of a view of the buffer; with `recompute`, derived values are computed
-  /// again from the views (a transposed weight the backward reads), so that
-  /// nothing reads the forward's buffer after its free.
+  /// or of ATen views of them, all in one region of the step) and frees the
+  /// buffer after the last. Reads of a parameter become reads of an
+  /// `fsdp.view` of the buffer; with `recompute`, the forward's views (a
+  /// transposed weight the backward reads) are taken again from this
+  /// buffer, so that nothing reads the forward's buffer after its free.
   void gather(Unit &unit, ArrayRef<OpOperand *> uses, bool recompute);
   void reduceGradients(Unit &unit);
 
@@ -63,10 +62,12 @@ struct Shard : fsdp::impl::ShardBase<Shard> {
   llvm::DenseMap<Operation *, int64_t> position;
   llvm::DenseMap<StringAttr, GetOp> reads;   // parameter -> its fsdp.get
   llvm::DenseMap<StringAttr, GradOp> grads;  // parameter -> its fsdp.grad
-  /// Per unit: forward ops that view its parameters (through other
-  /// views), in order, and all views of them (forward and backward).
+  /// ATen views of a unit's parameters (through other views): the
+  /// forward's view ops per unit, in order, and every view value (forward
+  /// and backward), as a set and per unit.
   llvm::DenseMap<Unit *, SmallVector<Operation *>> derivedOps;
-  llvm::SetVector<Value> derived;
+  llvm::DenseSet<Value> derived;
+  llvm::DenseMap<Unit *, SmallVector<Value>> viewsOf;
   /// The parameter read each view stands for.
   llvm::DenseMap<Value, Value> viewOf;
   /// Collectives whose wait goes at the end of the step, in start order,
@@ -306,20 +307,21 @@ LogicalResult Shard::run(ModuleOp module) {
     unit.offsets.push_back(unit.numel);
     unit.numel += cast<ShapedType>(p.getType()).getNumElements();
   }
-  auto firstRead = [&](const Unit &unit) {
-    int64_t first = std::numeric_limits<int64_t>::max();
-    for (ParamOp p : unit.members)
+  llvm::DenseMap<Unit *, int64_t> firstRead;
+  SmallVector<Unit *> ordered;
+  for (auto &entry : units) {
+    Unit *unit = &entry.second;
+    int64_t &first = firstRead[unit];
+    first = std::numeric_limits<int64_t>::max();
+    for (ParamOp p : unit->members)
       if (GetOp read = reads.lookup(p.getSymNameAttr()))
         for (Operation *user : read->getUsers())
           first = std::min(first, position.lookup(
                                       body->findAncestorOpInBlock(*user)));
-    return first;
-  };
-  SmallVector<Unit *> ordered;
-  for (auto &entry : units)
-    ordered.push_back(&entry.second);
+    ordered.push_back(unit);
+  }
   llvm::stable_sort(ordered, [&](Unit *a, Unit *b) {
-    return firstRead(*a) < firstRead(*b);
+    return firstRead.lookup(a) < firstRead.lookup(b);
   });
 
   OpBuilder symbols(func);
@@ -364,6 +366,7 @@ LogicalResult Shard::run(ModuleOp module) {
       derivedOps[from].push_back(call);
     for (Value r : call.getResults()) {
       derived.insert(r);
+      viewsOf[from].push_back(r);
       unitOf[r] = from;
     }
   }
@@ -381,9 +384,8 @@ LogicalResult Shard::run(ModuleOp module) {
     for (ParamOp p : unit->members)
       if (GetOp read = reads.lookup(p.getSymNameAttr()))
         collect(read.getResult());
-    for (Value v : derived)
-      if (unitOf.lookup(v) == unit)
-        collect(v);
+    for (Value v : viewsOf.lookup(unit))
+      collect(v);
     switch (strategy) {
     case Strategy::FullShard:
     case Strategy::HybridShard:

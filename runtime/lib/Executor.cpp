@@ -94,12 +94,10 @@ State gatherFlatParams(const Plan &plan, const State &state,
       continue;
     at::Tensor full =
         comm.allGather(state.at(entry.name), CommGroup::Shard)->wait();
-    for (const FlatMember &m : entry.members) {
-      int64_t n = 1;
-      for (int64_t d : m.type.shape)
-        n *= d;
-      whole[m.name] = full.narrow(0, m.offset, n).view(m.type.shape).clone();
-    }
+    for (const FlatMember &m : entry.members)
+      whole[m.name] = full.narrow(0, m.offset, m.type.numel())
+                          .view(m.type.shape)
+                          .clone();
   }
   return whole;
 }
@@ -480,14 +478,11 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
     case InstKind::Free:
       // The buffer's slot is released below: this is its last use.
       break;
-    case InstKind::View: {
-      int64_t n = 1;
-      for (int64_t d : inst.type.shape)
-        n *= d;
-      set(inst.result,
-          slots[inst.input].narrow(0, inst.offset, n).view(inst.type.shape));
+    case InstKind::View:
+      set(inst.result, slots[inst.input]
+                           .narrow(0, inst.offset, inst.type.numel())
+                           .view(inst.type.shape));
       break;
-    }
 
     case InstKind::Call: {
       const Call &call = calls[i];

@@ -154,10 +154,7 @@ static void validate(const Plan &plan, const std::string &path) {
                   ", padded " + std::to_string(e.padded) + ", " +
                   std::to_string(e.shards) + " shards)");
     for (const FlatMember &m : e.members) {
-      int64_t n = 1;
-      for (int64_t d : m.type.shape)
-        n *= d;
-      if (m.offset < 0 || m.offset + n > e.numel)
+      if (m.offset < 0 || m.offset + m.type.numel() > e.numel)
         throw Error("plan '" + path + "': parameter '" + m.name +
                     "' lies outside its flat parameter '" + e.name + "'");
     }

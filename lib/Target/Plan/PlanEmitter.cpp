@@ -152,20 +152,29 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
     for (Attribute ref : flat.getParams())
       flatMembers.insert(cast<FlatSymbolRefAttr>(ref).getAttr());
   for (Operation &op : module.getBody()->getOperations()) {
-    // A parameter or buffer: its type, names and module.
-    auto describe = [&](auto symbol) -> FailureOr<json::Object> {
-      FailureOr<json::Value> type = typeJson(symbol, symbol.getType());
-      if (failed(type))
+    // Every entry: its type and name.
+    auto entryOf = [&](Operation *symbol, Type type,
+                       StringRef name) -> FailureOr<json::Object> {
+      FailureOr<json::Value> typed = typeJson(symbol, type);
+      if (failed(typed))
         return failure();
-      json::Object entry = std::move(*type->getAsObject());
-      entry["name"] = symbol.getSymName();
-      entry["module"] = symbol.getModulePath();
-      entry["class"] = symbol.getModuleClass();
+      json::Object entry = std::move(*typed->getAsObject());
+      entry["name"] = name;
+      return entry;
+    };
+    // A parameter or buffer: also its module and aliases.
+    auto describe = [&](auto symbol) -> FailureOr<json::Object> {
+      FailureOr<json::Object> entry =
+          entryOf(symbol, symbol.getType(), symbol.getSymName());
+      if (failed(entry))
+        return failure();
+      (*entry)["module"] = symbol.getModulePath();
+      (*entry)["class"] = symbol.getModuleClass();
       json::Array aliases;
       if (auto a = symbol.getAliases())
         for (Attribute alias : *a)
           aliases.push_back(cast<StringAttr>(alias).getValue());
-      entry["aliases"] = std::move(aliases);
+      (*entry)["aliases"] = std::move(aliases);
       return entry;
     };
     auto declare = [&](auto symbol, StringRef kind) -> LogicalResult {
@@ -185,11 +194,11 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
     } else if (auto flat = dyn_cast<FlatParamOp>(op)) {
       // A rank holds its shard; the members say where each parameter lies
       // in the full flat buffer.
-      FailureOr<json::Value> type = typeJson(flat, flat.getShardType());
-      if (failed(type))
+      FailureOr<json::Object> flatEntry =
+          entryOf(flat, flat.getShardType(), flat.getSymName());
+      if (failed(flatEntry))
         return failure();
-      json::Object entry = std::move(*type->getAsObject());
-      entry["name"] = flat.getSymName();
+      json::Object &entry = *flatEntry;
       entry["kind"] = "flat_param";
       entry["module"] = flat.getModulePath();
       entry["numel"] = int64_t(flat.getNumel());
@@ -215,11 +224,11 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
         (*state.back().getAsObject())["persistent"] = false;
     } else if (auto optim = dyn_cast<OptimStateOp>(op)) {
       // Optimizer state starts at zero; it is not in the model file.
-      FailureOr<json::Value> type = typeJson(optim, optim.getType());
-      if (failed(type))
+      FailureOr<json::Object> optimEntry =
+          entryOf(optim, optim.getType(), optim.getSymName());
+      if (failed(optimEntry))
         return failure();
-      json::Object entry = std::move(*type->getAsObject());
-      entry["name"] = optim.getSymName();
+      json::Object &entry = *optimEntry;
       entry["kind"] = "optim";
       entry["param"] = optim.getParam() ? json::Value(*optim.getParam())
                                         : json::Value(nullptr);

@@ -28,6 +28,12 @@ struct TensorSpec {
   std::vector<int64_t> shape;
   c10::ScalarType dtype;
   std::string str() const; // e.g. "4x32xf32"
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
 };
 
 enum class StateKind { Param, Buffer, Optim, FlatParam };
