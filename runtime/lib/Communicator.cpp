@@ -9,9 +9,9 @@
 #endif
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <iostream>
 #include <optional>
 #include <thread>
 #include <unistd.h>
@@ -407,9 +407,8 @@ void Gloo::watch() {
       failed = true;
     }
     if (failed) {
-      std::cerr << "fsdp-run: rank " << info.rank << " stops: " << message
-                << "\n";
-      std::cerr.flush();
+      printLineToStderr("fsdp-run: rank " + std::to_string(info.rank) +
+                        " stops: " + message);
       std::_Exit(1);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -453,6 +452,21 @@ std::unique_ptr<Communicator> createGlooCommunicator(const RankInfo &info,
               "single-rank plans only, not " +
               std::to_string(info.worldSize) + " ranks");
 #endif
+}
+
+void printLineToStderr(const std::string &line) {
+  std::string text = line + "\n";
+  const char *data = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    ssize_t n = ::write(STDERR_FILENO, data, left);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return;
+    data += n;
+    left -= static_cast<size_t>(n);
+  }
 }
 
 } // namespace fsdp::runtime

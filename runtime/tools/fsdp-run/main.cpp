@@ -465,16 +465,14 @@ int main(int argc, char **argv) {
     std::string cause =
         comm ? comm->failureOfOthers(std::chrono::milliseconds(1000)) : "";
     if (!cause.empty()) {
-      std::cerr << "fsdp-run: rank " << info.rank << " stops: " << cause
-                << "\n";
-      std::cerr.flush();
+      printLineToStderr("fsdp-run: rank " + std::to_string(info.rank) +
+                        " stops: " + cause);
       std::_Exit(1);
     }
     message = "rank " + std::to_string(info.rank) + ": " + message;
     if (comm)
       comm->abort(message);
-    std::cerr << "fsdp-run: error: " << message << "\n";
-    std::cerr.flush();
+    printLineToStderr("fsdp-run: error: " + message);
     // Rank 0 serves the store that carries the message: keep it up until
     // the others' watchdogs (which look every 200 ms) have read it.
     if (comm && info.rank == 0)

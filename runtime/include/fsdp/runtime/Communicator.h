@@ -97,6 +97,11 @@ std::unique_ptr<Communicator> createSingleRankCommunicator();
 std::unique_ptr<Communicator> createGlooCommunicator(const RankInfo &info,
                                                      int shardGroupSize);
 
+/// Writes `line` and a newline to stderr in one write(2): the ranks of one
+/// run share a pipe, and a line written in pieces (as std::cerr does) can be
+/// interleaved with another rank's.
+void printLineToStderr(const std::string &line);
+
 } // namespace fsdp::runtime
 
 #endif // FSDP_RUNTIME_COMMUNICATOR_H
