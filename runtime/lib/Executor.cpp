@@ -1,6 +1,7 @@
 //===- Executor.cpp - runs a plan on one rank ------------------------------===//
 
 #include "fsdp/runtime/Executor.h"
+#include "fsdp/runtime/ModelArchive.h"
 
 #include <torch/script.h>
 #include <torch/serialize.h>
@@ -22,26 +23,53 @@ using nlohmann::json;
 //===----------------------------------------------------------------------===//
 
 State loadState(const Plan &plan, const std::string &modelPath,
-                int shardRank) {
-  torch::jit::Module module;
-  try {
-    module = torch::jit::load(modelPath);
-  } catch (const c10::Error &e) {
-    std::string msg = e.what_without_backtrace();
-    throw Error("cannot load model '" + modelPath + "': " +
-                msg.substr(0, msg.find('\n')));
-  }
-  std::map<std::string, at::Tensor> found;
-  for (const auto &p : module.named_parameters(/*recurse=*/true))
-    found[p.name] = p.value;
-  for (const auto &b : module.named_buffers(/*recurse=*/true))
-    found[b.name] = b.value;
-  auto lookup = [&](const std::string &name,
-                    const std::vector<std::string> &aliases,
-                    const TensorSpec &type, const char *what) {
-    auto it = found.find(name);
-    for (size_t i = 0; it == found.end() && i < aliases.size(); ++i)
-      it = found.find(aliases[i]);
+                int shardRank, int64_t *bytesRead) {
+  ModelArchive archive(modelPath);
+  // Tensors the archive's pickle does not show by attribute path (under an
+  // object with its own __getstate__) come from loading the whole module.
+  std::optional<std::map<std::string, at::Tensor>> module;
+  int64_t moduleBytes = 0;
+  auto loadModule = [&]() -> std::map<std::string, at::Tensor> & {
+    if (module)
+      return *module;
+    torch::jit::Module m;
+    try {
+      m = torch::jit::load(modelPath);
+    } catch (const c10::Error &e) {
+      std::string msg = e.what_without_backtrace();
+      throw Error("cannot load model '" + modelPath + "': " +
+                  msg.substr(0, msg.find('\n')));
+    }
+    module.emplace();
+    for (const auto &p : m.named_parameters(/*recurse=*/true))
+      (*module)[p.name] = p.value.detach();
+    for (const auto &b : m.named_buffers(/*recurse=*/true))
+      (*module)[b.name] = b.value.detach();
+    for (const auto &[name, t] : *module)
+      moduleBytes += static_cast<int64_t>(t.nbytes());
+    return *module;
+  };
+  // Elements [begin, end) of the flattened tensor `name` (or an alias),
+  // after checking its shape and dtype against the plan's; end = -1: all.
+  auto read = [&](const std::string &name,
+                  const std::vector<std::string> &aliases,
+                  const TensorSpec &type, const char *what, int64_t begin,
+                  int64_t end) {
+    std::vector<std::string> names{name};
+    names.insert(names.end(), aliases.begin(), aliases.end());
+    for (const std::string &n : names)
+      if (const ModelArchive::Entry *entry = archive.find(n)) {
+        if (entry->sizes != type.shape || entry->dtype != type.dtype)
+          throw Error(std::string(what) + " '" + name + "' is " +
+                      TensorSpec{entry->sizes, entry->dtype}.str() + " in '" +
+                      modelPath + "' but " + type.str() + " in the plan");
+        return end < 0 ? archive.read(*entry)
+                       : archive.readFlat(*entry, begin, end);
+      }
+    std::map<std::string, at::Tensor> &found = loadModule();
+    auto it = found.end();
+    for (size_t i = 0; it == found.end() && i < names.size(); ++i)
+      it = found.find(names[i]);
     if (it == found.end())
       throw Error(std::string("the plan needs ") + what + " '" + name +
                   "', which '" + modelPath + "' does not have");
@@ -50,7 +78,8 @@ State loadState(const Plan &plan, const std::string &modelPath,
       throw Error(std::string(what) + " '" + name + "' is " +
                   TensorSpec{t.sizes().vec(), t.scalar_type()}.str() + " in '" +
                   modelPath + "' but " + type.str() + " in the plan");
-    return t.detach();
+    return end < 0 ? t.clone()
+                   : t.contiguous().view({-1}).narrow(0, begin, end - begin).clone();
   };
   State state;
   for (const StateEntry &entry : plan.state) {
@@ -62,14 +91,14 @@ State loadState(const Plan &plan, const std::string &modelPath,
       at::Tensor mine =
           at::zeros({shard}, at::TensorOptions().dtype(entry.type.dtype));
       for (const FlatMember &m : entry.members) {
-        at::Tensor t = lookup(m.name, m.aliases, m.type, "parameter")
-                           .contiguous()
-                           .view({-1});
         int64_t lo = std::max(begin, m.offset);
-        int64_t hi = std::min(end, m.offset + t.numel());
+        int64_t hi = std::min(end, m.offset + m.type.numel());
         if (lo < hi)
           mine.narrow(0, lo - begin, hi - lo)
-              .copy_(t.narrow(0, lo - m.offset, hi - lo));
+              .copy_(read(m.name, m.aliases, m.type, "parameter",
+                          lo - m.offset, hi - m.offset));
+        else // still checked against the plan, nothing read
+          read(m.name, m.aliases, m.type, "parameter", 0, 0);
       }
       state[entry.name] = mine;
       continue;
@@ -79,10 +108,11 @@ State loadState(const Plan &plan, const std::string &modelPath,
           at::zeros(entry.type.shape, at::TensorOptions().dtype(entry.type.dtype));
       continue;
     }
-    state[entry.name] = lookup(entry.name, entry.aliases, entry.type,
-                               entry.isParam() ? "parameter" : "buffer")
-                            .clone();
+    state[entry.name] = read(entry.name, entry.aliases, entry.type,
+                             entry.isParam() ? "parameter" : "buffer", 0, -1);
   }
+  if (bytesRead)
+    *bytesRead = archive.bytesRead() + moduleBytes;
   return state;
 }
 

@@ -342,7 +342,9 @@ void runRank(const Options &o, const RankInfo &info,
              ? createGlooCommunicator(info, static_cast<int>(plan.shardGroupSize))
              : createSingleRankCommunicator();
   const bool lead = info.rank == 0;
-  State state = loadState(plan, o.model, comm->groupRank(CommGroup::Shard));
+  int64_t modelBytesRead = 0;
+  State state = loadState(plan, o.model, comm->groupRank(CommGroup::Shard),
+                          &modelBytesRead);
   int64_t steps = o.steps;
   std::vector<at::Tensor> data =
       loadData(plan, o.data, steps, info.rank, info.worldSize);
@@ -413,6 +415,7 @@ void runRank(const Options &o, const RankInfo &info,
     nlohmann::json summary{{"summary", true},
                            {"world_size", info.worldSize},
                            {"sharded_state_bytes", sharded},
+                           {"model_bytes_read", modelBytesRead},
                            {"peak_bytes", peak}};
     metrics << summary.dump() << "\n";
   }

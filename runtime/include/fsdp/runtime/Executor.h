@@ -19,10 +19,11 @@ using State = std::map<std::string, at::Tensor>;
 
 /// Reads a plan's parameters and buffers from a TorchScript archive, checking
 /// that each exists with the plan's shape and dtype. Of a flat parameter the
-/// rank keeps only its shard (`shardRank`: its index in the shard group);
-/// optimizer state starts as zeros.
+/// rank reads and keeps only its shard (`shardRank`: its index in the shard
+/// group); optimizer state starts as zeros. `bytesRead`, when given, is set to
+/// the bytes of tensor values read from the file.
 State loadState(const Plan &plan, const std::string &modelPath,
-                int shardRank = 0);
+                int shardRank = 0, int64_t *bytesRead = nullptr);
 
 /// The parameters inside flat parameters, whole, gathered from the shard
 /// group: every rank of the group must call it.

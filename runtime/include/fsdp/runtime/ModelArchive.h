@@ -1,0 +1,69 @@
+//===- ModelArchive.h - reads parts of a TorchScript archive ----*- C++ -*-===//
+#ifndef FSDP_RUNTIME_MODELARCHIVE_H
+#define FSDP_RUNTIME_MODELARCHIVE_H
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace caffe2::serialize {
+class PyTorchStreamReader;
+} // namespace caffe2::serialize
+
+namespace fsdp::runtime {
+
+/// The tensors of a TorchScript archive (`torch.jit.save`) by attribute path
+/// ("layers.0.weight"), found without reading their values: the module
+/// pickle is read with every storage left unread, and a tensor's values are
+/// read on request, only the elements asked for. A rank that keeps a shard
+/// of a flat parameter reads that shard's bytes and no others.
+class ModelArchive {
+public:
+  /// Where a tensor lives in the archive.
+  struct Entry {
+    std::string record;   // "data/N"
+    at::ScalarType dtype;
+    std::vector<int64_t> sizes, strides;
+    int64_t storageOffset; // in elements
+    int64_t numel() const;
+  };
+
+  /// Opens `path` and reads its module pickle. Throws Error naming the file
+  /// when it is not a TorchScript archive.
+  explicit ModelArchive(const std::string &path);
+  ~ModelArchive();
+
+  /// The tensor at attribute path `name`; null when the archive has none
+  /// there (for instance under an object with a custom __getstate__).
+  const Entry *find(const std::string &name) const;
+
+  /// Elements [begin, end) of the row-major flattening of `entry`, as a 1-D
+  /// tensor.
+  at::Tensor readFlat(const Entry &entry, int64_t begin, int64_t end);
+
+  /// The whole tensor, with the entry's sizes.
+  at::Tensor read(const Entry &entry);
+
+  /// Bytes of tensor values read so far.
+  int64_t bytesRead() const { return bytesRead_; }
+
+private:
+  /// Where `record`'s bytes begin in the file when it is stored uncompressed
+  /// (as PyTorch writes it); -1 otherwise.
+  int64_t storedOffset(const std::string &record);
+  void readBytes(int64_t offset, void *into, int64_t n);
+
+  std::string path_;
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
+  int fd_ = -1;
+  std::map<std::string, Entry> entries_;
+  std::map<std::string, int64_t> offsets_;
+  int64_t bytesRead_ = 0;
+};
+
+} // namespace fsdp::runtime
+
+#endif // FSDP_RUNTIME_MODELARCHIVE_H

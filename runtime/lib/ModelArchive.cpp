@@ -1,0 +1,256 @@
+//===- ModelArchive.cpp - reads parts of a TorchScript archive ------------===//
+
+#include "fsdp/runtime/ModelArchive.h"
+#include "fsdp/runtime/Plan.h"
+
+#include <ATen/ATen.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/api/compilation_unit.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace fsdp::runtime {
+
+namespace {
+
+/// The context of a storage whose values were not read: which record holds
+/// them.
+struct UnreadRecord {
+  std::string name;
+};
+
+void deleteUnreadRecord(void *context) {
+  delete static_cast<UnreadRecord *>(context);
+}
+
+std::string firstLine(const c10::Error &e) {
+  std::string msg = e.what_without_backtrace();
+  return msg.substr(0, msg.find('\n'));
+}
+
+uint32_t littleEndian(const unsigned char *p, int bytes) {
+  uint32_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i)
+    v = (v << 8) | p[i];
+  return v;
+}
+
+} // namespace
+
+int64_t ModelArchive::Entry::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes)
+    n *= s;
+  return n;
+}
+
+ModelArchive::ModelArchive(const std::string &path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0)
+    throw Error("cannot load model '" + path + "': " + std::strerror(errno));
+  c10::IValue root;
+  try {
+    reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
+    if (!reader_->hasRecord("data.pkl") || !reader_->hasRecord("constants.pkl"))
+      throw Error("cannot load model '" + path +
+                  "': not a TorchScript archive (torch.jit.save writes one)");
+    auto [pickle, size] = reader_->getRecord("data.pkl");
+    const char *bytes = static_cast<const char *>(pickle.get());
+    size_t pos = 0;
+    auto read = [&](char *into, size_t n) {
+      n = std::min(n, size - pos);
+      std::memcpy(into, bytes + pos, n);
+      pos += n;
+      return n;
+    };
+    // Classes are resolved to empty types and each object keeps the state
+    // the pickle gives it (a dict attribute -> value for a module).
+    auto unit = std::make_shared<torch::jit::CompilationUnit>();
+    c10::ClassTypePtr holder = c10::ClassType::create(
+        c10::QualifiedName("__fsdp__.PickledObject"), unit);
+    holder->addAttribute("state", c10::AnyType::get());
+    auto resolve = [unit](const c10::QualifiedName &name) {
+      c10::ClassTypePtr type = unit->get_class(name);
+      if (!type) {
+        type = c10::ClassType::create(name, unit);
+        unit->register_type(type);
+      }
+      return c10::StrongTypePtr(unit, type);
+    };
+    auto load = [unit, holder](const c10::StrongTypePtr &, c10::IValue state) {
+      auto object =
+          c10::ivalue::Object::create(c10::StrongTypePtr(unit, holder), 1);
+      object->setSlot(0, std::move(state));
+      return object;
+    };
+    // A storage is not read: its data pointer stays null and its context
+    // names the record.
+    auto unread = [](const std::string &key) {
+      return at::DataPtr(nullptr, new UnreadRecord{"data/" + key},
+                         &deleteUnreadRecord, c10::Device(c10::kCPU));
+    };
+    torch::jit::Unpickler unpickler(read, resolve, load, unread,
+                                    c10::Device(c10::kCPU));
+    unpickler.set_version(reader_->version());
+    root = unpickler.parse_ivalue();
+  } catch (const c10::Error &e) {
+    throw Error("cannot load model '" + path + "': " + firstLine(e));
+  }
+
+  // Attribute paths, as named_parameters and named_buffers spell them.
+  std::function<void(const c10::IValue &, const std::string &)> walk =
+      [&](const c10::IValue &value, const std::string &prefix) {
+        if (value.isObject()) {
+          walk(value.toObjectRef().getSlot(0), prefix);
+          return;
+        }
+        if (!value.isGenericDict())
+          return;
+        for (const auto &item : value.toGenericDict()) {
+          if (!item.key().isString())
+            continue;
+          std::string name = prefix + item.key().toStringRef();
+          const c10::IValue &v = item.value();
+          if (v.isObject()) {
+            walk(v, name + ".");
+            continue;
+          }
+          if (!v.isTensor())
+            continue;
+          const at::Tensor &t = v.toTensor();
+          if (t.is_quantized() || t.is_sparse())
+            continue;
+          Entry entry;
+          entry.dtype = t.scalar_type();
+          entry.sizes = t.sizes().vec();
+          entry.strides = t.strides().vec();
+          entry.storageOffset = t.storage_offset();
+          if (auto *record = static_cast<UnreadRecord *>(
+                  t.storage().data_ptr().get_context()))
+            entry.record = record->name;
+          else if (entry.numel() != 0)
+            continue;
+          entries_.emplace(name, std::move(entry));
+        }
+      };
+  walk(root, "");
+}
+
+ModelArchive::~ModelArchive() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+const ModelArchive::Entry *ModelArchive::find(const std::string &name) const {
+  auto it = entries_.find(name);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+int64_t ModelArchive::storedOffset(const std::string &record) {
+  auto known = offsets_.find(record);
+  if (known != offsets_.end())
+    return known->second;
+  int64_t data = static_cast<int64_t>(reader_->getRecordOffset(record));
+  // The record's local zip header (30 bytes, its name, an extra field) ends
+  // where the data begins: find it by signature and name, and take the data
+  // in place only if it is stored (method 0), as PyTorchStreamWriter does.
+  int64_t window = std::min<int64_t>(data, 4096);
+  std::vector<unsigned char> header(window);
+  if (::pread(fd_, header.data(), window, data - window) != window)
+    window = 0;
+  int64_t result = -1;
+  for (int64_t h = window - 30; h >= 0; --h) {
+    const unsigned char *p = header.data() + h;
+    if (littleEndian(p, 4) != 0x04034b50)
+      continue;
+    int64_t nameLength = littleEndian(p + 26, 2);
+    int64_t extraLength = littleEndian(p + 28, 2);
+    if (h + 30 + nameLength + extraLength != window)
+      continue;
+    std::string name(reinterpret_cast<const char *>(p + 30), nameLength);
+    if (name != record && (name.size() <= record.size() ||
+                           name.compare(name.size() - record.size() - 1,
+                                        std::string::npos, "/" + record) != 0))
+      continue;
+    if (littleEndian(p + 8, 2) == 0)
+      result = data;
+    break;
+  }
+  offsets_[record] = result;
+  return result;
+}
+
+void ModelArchive::readBytes(int64_t offset, void *into, int64_t n) {
+  char *out = static_cast<char *>(into);
+  while (n > 0) {
+    ssize_t got = ::pread(fd_, out, n, offset);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0)
+      throw Error("cannot read model '" + path_ + "': " +
+                  (got < 0 ? std::strerror(errno) : "the file ends early"));
+    out += got;
+    offset += got;
+    n -= got;
+  }
+}
+
+at::Tensor ModelArchive::readFlat(const Entry &entry, int64_t begin,
+                                  int64_t end) {
+  at::Tensor out = at::empty({end - begin}, at::TensorOptions().dtype(entry.dtype));
+  if (end <= begin)
+    return out;
+  int64_t item = static_cast<int64_t>(c10::elementSize(entry.dtype));
+  // Row-major and dense: the elements are one run of bytes. Otherwise read
+  // the span of storage the tensor covers and take the elements from it.
+  bool dense = true;
+  int64_t expected = 1;
+  for (int64_t d = static_cast<int64_t>(entry.sizes.size()) - 1; d >= 0; --d) {
+    if (entry.sizes[d] != 1 && entry.strides[d] != expected)
+      dense = false;
+    expected *= entry.sizes[d];
+  }
+  int64_t first = entry.storageOffset + (dense ? begin : 0);
+  int64_t count = end - begin;
+  if (!dense) {
+    count = 1;
+    for (size_t d = 0; d < entry.sizes.size(); ++d)
+      count += (entry.sizes[d] - 1) * entry.strides[d];
+  }
+  at::Tensor bytes = dense ? out : at::empty({count}, out.options());
+  int64_t at = storedOffset(entry.record);
+  try {
+    if (at >= 0) {
+      readBytes(at + first * item, bytes.data_ptr(), count * item);
+      bytesRead_ += count * item;
+    } else {
+      auto [data, size] = reader_->getRecord(entry.record);
+      if (static_cast<int64_t>(size) < (first + count) * item)
+        throw Error("cannot read model '" + path_ + "': record '" +
+                    entry.record + "' is shorter than its tensor");
+      std::memcpy(bytes.data_ptr(),
+                  static_cast<const char *>(data.get()) + first * item,
+                  count * item);
+      bytesRead_ += static_cast<int64_t>(size);
+    }
+  } catch (const c10::Error &e) {
+    throw Error("cannot read model '" + path_ + "': " + firstLine(e));
+  }
+  if (!dense)
+    out.copy_(bytes.as_strided(entry.sizes, entry.strides)
+                  .reshape({-1})
+                  .narrow(0, begin, end - begin));
+  return out;
+}
+
+at::Tensor ModelArchive::read(const Entry &entry) {
+  return readFlat(entry, 0, entry.numel()).view(entry.sizes);
+}
+
+} // namespace fsdp::runtime
