@@ -99,8 +99,12 @@ ModelArchive::ModelArchive(const std::string &path) : path_(path) {
                                     c10::Device(c10::kCPU));
     unpickler.set_version(reader_->version());
     root = unpickler.parse_ivalue();
+  } catch (const Error &) {
+    throw;
   } catch (const c10::Error &e) {
     throw Error("cannot load model '" + path + "': " + firstLine(e));
+  } catch (const std::exception &e) {
+    throw Error("cannot load model '" + path + "': " + e.what());
   }
 
   // Attribute paths, as named_parameters and named_buffers spell them.
@@ -224,10 +228,10 @@ at::Tensor ModelArchive::readFlat(const Entry &entry, int64_t begin,
       count += (entry.sizes[d] - 1) * entry.strides[d];
   }
   at::Tensor bytes = dense ? out : at::empty({count}, out.options());
-  int64_t at = storedOffset(entry.record);
   try {
-    if (at >= 0) {
-      readBytes(at + first * item, bytes.data_ptr(), count * item);
+    int64_t stored = storedOffset(entry.record);
+    if (stored >= 0) {
+      readBytes(stored + first * item, bytes.data_ptr(), count * item);
       bytesRead_ += count * item;
     } else {
       auto [data, size] = reader_->getRecord(entry.record);
