@@ -417,14 +417,17 @@ void Gloo::watch() {
 
 Gloo::~Gloo() {
   // A clean end: stop watching, then rank 0 keeps the store up until every
-  // rank is done with it.
+  // rank is done with it (or the timeout passes: a rank that died after the
+  // last collective).
   stopping = true;
   if (watchdog.joinable())
     watchdog.join();
   try {
     store->add(kDoneKey, 1);
+    auto deadline = std::chrono::steady_clock::now() + timeout;
     if (info.rank == 0)
-      while (store->add(kDoneKey, 0) < info.worldSize)
+      while (store->add(kDoneKey, 0) < info.worldSize &&
+             std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
   } catch (...) {
   }
