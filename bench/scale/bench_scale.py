@@ -78,7 +78,11 @@ def ddp_worker(rank, world, port, model_path, data_path, kw, args, out_dir):
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     module, _ = models.build(FIXTURE, batch=args.batch, **kw)
-    module.load_state_dict(torch.jit.load(model_path).state_dict(), strict=False)
+    saved = torch.jit.load(model_path)
+    # Bytes of the parameters and buffers (a tied weight once).
+    unique = {t.data_ptr(): t for t in saved.state_dict().values()}
+    loaded = sum(t.numel() * t.element_size() for t in unique.values())
+    module.load_state_dict(saved.state_dict(), strict=False)
     module.train()
     # Gloo cannot broadcast bool tensors: leave the (constant, identical on
     # every rank) causal-mask buffers out of DDP's buffer syncs.
@@ -104,7 +108,8 @@ def ddp_worker(rank, world, port, model_path, data_path, kw, args, out_dir):
     if rank == 0:
         with open(os.path.join(out_dir, f"ddp{world}.json"), "w") as f:
             json.dump({"step_ms": statistics.median(times[args.warmup:]),
-                       "state_bytes": state_bytes(module, opt), "losses": losses}, f)
+                       "state_bytes": state_bytes(module, opt), "loaded_bytes": loaded,
+                       "losses": losses}, f)
     dist.destroy_process_group()
 
 
@@ -140,6 +145,7 @@ def run_fsdp(world, model_path, data_path, args, tmp):
         peak = max(m["peak_bytes"] for m in steps)
     return {"step_ms": statistics.median(m["step_ms"] for m in steps[args.warmup:]),
             "sharded_bytes": summary.get("sharded_state_bytes"), "peak_bytes": peak,
+            "read_bytes": summary.get("model_bytes_read"),
             "losses": [m["loss"] for m in steps]}
 
 
@@ -215,8 +221,9 @@ def main():
               f"on {os.cpu_count()} cores, median of steps {args.warmup + 1}-{args.steps} "
               "on rank 0")
         print("\n| ranks | fsdp-run step ms | DDP step ms | ratio | fsdp-run sharded state "
-              "MiB/rank | fsdp-run peak MiB/rank | DDP params+grads+optim MiB/rank |")
-        print("|---:|---:|---:|---:|---:|---:|---:|")
+              "MiB/rank | fsdp-run peak MiB/rank | DDP params+grads+optim MiB/rank | "
+              "fsdp-run model MiB read/rank | DDP model MiB loaded/rank |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         notes = []
         for w in ranks:
             # fsdp-opt's input specs are one rank's batch; the data holds all ranks'.
@@ -235,7 +242,8 @@ def main():
             ratio = "n/a" if not ours else f"{ours['step_ms'] / ddp['step_ms']:.2f}"
             print(f"| {w} | {ms} | {ddp['step_ms']:.2f} | {ratio} | "
                   f"{mib(ours.get('sharded_bytes'))} | {mib(ours.get('peak_bytes'))} | "
-                  f"{mib(ddp['state_bytes'])} |", flush=True)
+                  f"{mib(ddp['state_bytes'])} | {mib(ours.get('read_bytes'))} | "
+                  f"{mib(ddp['loaded_bytes'])} |", flush=True)
     for note in notes:
         print(f"\nWARNING: {note}")
 
