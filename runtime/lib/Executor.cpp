@@ -25,8 +25,8 @@ using nlohmann::json;
 State loadState(const Plan &plan, const std::string &modelPath,
                 int shardRank, int64_t *bytesRead) {
   ModelArchive archive(modelPath);
-  // Tensors the archive's pickle does not show by attribute path (under an
-  // object with its own __getstate__) come from loading the whole module.
+  // Tensors the archive does not find (ModelArchive says which) come from
+  // loading the whole module, once.
   std::optional<std::map<std::string, at::Tensor>> module;
   int64_t moduleBytes = 0;
   auto loadModule = [&]() -> std::map<std::string, at::Tensor> & {

@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <functional>
+#include <fstream>
+#include <set>
+#include <tuple>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -51,99 +53,140 @@ int64_t ModelArchive::Entry::numel() const {
 }
 
 ModelArchive::ModelArchive(const std::string &path) : path_(path) {
+  try {
+    reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
+  } catch (const c10::Error &e) {
+    std::ifstream probe(path);
+    throw Error("cannot load model '" + path +
+                "': " + (probe ? firstLine(e) : std::strerror(errno)));
+  }
+  if (!reader_->hasRecord("data.pkl") || !reader_->hasRecord("constants.pkl"))
+    throw Error("cannot load model '" + path +
+                "': not a TorchScript archive (torch.jit.save writes one)");
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0)
     throw Error("cannot load model '" + path + "': " + std::strerror(errno));
-  c10::IValue root;
   try {
-    reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
-    if (!reader_->hasRecord("data.pkl") || !reader_->hasRecord("constants.pkl"))
-      throw Error("cannot load model '" + path +
-                  "': not a TorchScript archive (torch.jit.save writes one)");
-    auto [pickle, size] = reader_->getRecord("data.pkl");
-    const char *bytes = static_cast<const char *>(pickle.get());
-    size_t pos = 0;
-    auto read = [&](char *into, size_t n) {
-      n = std::min(n, size - pos);
-      std::memcpy(into, bytes + pos, n);
-      pos += n;
-      return n;
-    };
-    // Classes are resolved to empty types and each object keeps the state
-    // the pickle gives it (a dict attribute -> value for a module).
-    auto unit = std::make_shared<torch::jit::CompilationUnit>();
-    c10::ClassTypePtr holder = c10::ClassType::create(
-        c10::QualifiedName("__fsdp__.PickledObject"), unit);
-    holder->addAttribute("state", c10::AnyType::get());
-    auto resolve = [unit](const c10::QualifiedName &name) {
-      c10::ClassTypePtr type = unit->get_class(name);
-      if (!type) {
-        type = c10::ClassType::create(name, unit);
-        unit->register_type(type);
-      }
-      return c10::StrongTypePtr(unit, type);
-    };
-    auto load = [unit, holder](const c10::StrongTypePtr &, c10::IValue state) {
-      auto object =
-          c10::ivalue::Object::create(c10::StrongTypePtr(unit, holder), 1);
-      object->setSlot(0, std::move(state));
-      return object;
-    };
-    // A storage is not read: its data pointer stays null and its context
-    // names the record.
-    auto unread = [](const std::string &key) {
-      return at::DataPtr(nullptr, new UnreadRecord{"data/" + key},
-                         &deleteUnreadRecord, c10::Device(c10::kCPU));
-    };
-    torch::jit::Unpickler unpickler(read, resolve, load, unread,
-                                    c10::Device(c10::kCPU));
-    unpickler.set_version(reader_->version());
-    root = unpickler.parse_ivalue();
-  } catch (const Error &) {
-    throw;
-  } catch (const c10::Error &e) {
-    throw Error("cannot load model '" + path + "': " + firstLine(e));
-  } catch (const std::exception &e) {
-    throw Error("cannot load model '" + path + "': " + e.what());
+    readPickle();
+  } catch (const std::exception &) {
+    // Not something this reading understands: nothing is found, and the
+    // caller loads the module (which says what is wrong, if anything is).
+    entries_.clear();
   }
+}
 
-  // Attribute paths, as named_parameters and named_buffers spell them.
-  std::function<void(const c10::IValue &, const std::string &)> walk =
-      [&](const c10::IValue &value, const std::string &prefix) {
-        if (value.isObject()) {
-          walk(value.toObjectRef().getSlot(0), prefix);
-          return;
+void ModelArchive::readPickle() {
+  auto [pickle, size] = reader_->getRecord("data.pkl");
+  const char *bytes = static_cast<const char *>(pickle.get());
+  size_t pos = 0;
+  auto read = [&](char *into, size_t n) {
+    n = std::min(n, size - pos);
+    std::memcpy(into, bytes + pos, n);
+    pos += n;
+    return n;
+  };
+  // Classes resolve to empty types, and each object keeps the state the
+  // pickle gives it (a dict attribute -> value for a module). The resolver
+  // also names the types of tagged lists and dicts ("Dict[str, int]"):
+  // their element types do not matter here.
+  auto unit = std::make_shared<torch::jit::CompilationUnit>();
+  c10::ClassTypePtr holder = c10::ClassType::create(
+      c10::QualifiedName("__fsdp__.PickledObject"), unit);
+  holder->addAttribute("state", c10::AnyType::get());
+  auto resolve = [unit](const c10::QualifiedName &name) {
+    const std::string &text = name.qualifiedName();
+    if (text.rfind("Dict[", 0) == 0)
+      return c10::StrongTypePtr(
+          unit, c10::DictType::create(c10::AnyType::get(), c10::AnyType::get()));
+    if (text.rfind("List[", 0) == 0)
+      return c10::StrongTypePtr(unit, c10::ListType::create(c10::AnyType::get()));
+    if (text.find_first_of("[ ,") != std::string::npos)
+      throw Error("unknown type tag '" + text + "'");
+    c10::ClassTypePtr type = unit->get_class(name);
+    if (!type) {
+      type = c10::ClassType::create(name, unit);
+      unit->register_type(type);
+    }
+    return c10::StrongTypePtr(unit, type);
+  };
+  auto load = [unit, holder](const c10::StrongTypePtr &, c10::IValue state) {
+    auto object =
+        c10::ivalue::Object::create(c10::StrongTypePtr(unit, holder), 1);
+    object->setSlot(0, std::move(state));
+    return object;
+  };
+  // A storage is not read: its data pointer stays null and its context
+  // names the record.
+  auto unread = [](const std::string &key) {
+    return at::DataPtr(nullptr, new UnreadRecord{"data/" + key},
+                       &deleteUnreadRecord, c10::Device(c10::kCPU));
+  };
+  torch::jit::Unpickler unpickler(read, resolve, load, unread,
+                                  c10::Device(c10::kCPU));
+  unpickler.set_version(reader_->version());
+  c10::IValue root = unpickler.parse_ivalue();
+
+  // Attribute paths, as named_parameters and named_buffers spell them, of
+  // the tensors held by modules (objects whose state is a dict of
+  // attributes, "training" among them); each object once.
+  std::set<const void *> seen;
+  std::vector<std::pair<c10::IValue, std::string>> work{{root, ""}};
+  while (!work.empty()) {
+    auto [value, prefix] = std::move(work.back());
+    work.pop_back();
+    if (!value.isObject() || !seen.insert(value.internalToPointer()).second)
+      continue;
+    const c10::IValue &state = value.toObjectRef().getSlot(0);
+    if (!state.isGenericDict())
+      continue;
+    c10::impl::GenericDict attributes = state.toGenericDict();
+    if (!attributes.contains(c10::IValue("training")))
+      continue;
+    for (const auto &item : attributes) {
+      if (!item.key().isString())
+        continue;
+      std::string name = prefix + item.key().toStringRef();
+      const c10::IValue &v = item.value();
+      if (v.isObject()) {
+        work.emplace_back(v, name + ".");
+        continue;
+      }
+      if (!v.isTensor())
+        continue;
+      const at::Tensor &t = v.toTensor();
+      if (t.layout() != at::kStrided || t.is_quantized() || t.is_conj() ||
+          t.is_neg())
+        continue;
+      Entry entry;
+      entry.dtype = t.scalar_type();
+      entry.sizes = t.sizes().vec();
+      entry.strides = t.strides().vec();
+      entry.storageOffset = t.storage_offset();
+      entry.storageBytes = static_cast<int64_t>(t.storage().nbytes());
+      if (auto *record = static_cast<UnreadRecord *>(
+              t.storage().data_ptr().get_context()))
+        entry.record = record->name;
+      else if (entry.numel() != 0)
+        continue;
+      // The elements must lie inside the storage.
+      int64_t capacity = entry.storageBytes /
+                         static_cast<int64_t>(c10::elementSize(entry.dtype));
+      int64_t last = entry.storageOffset;
+      bool inside = last >= 0;
+      for (size_t d = 0; inside && d < entry.sizes.size(); ++d)
+        if (entry.sizes[d] > 1) {
+          int64_t stride = entry.strides[d];
+          inside = stride >= 0 && last < capacity &&
+                   (stride == 0 ||
+                    entry.sizes[d] - 1 <= (capacity - 1 - last) / stride);
+          if (inside)
+            last += (entry.sizes[d] - 1) * stride;
         }
-        if (!value.isGenericDict())
-          return;
-        for (const auto &item : value.toGenericDict()) {
-          if (!item.key().isString())
-            continue;
-          std::string name = prefix + item.key().toStringRef();
-          const c10::IValue &v = item.value();
-          if (v.isObject()) {
-            walk(v, name + ".");
-            continue;
-          }
-          if (!v.isTensor())
-            continue;
-          const at::Tensor &t = v.toTensor();
-          if (t.is_quantized() || t.is_sparse())
-            continue;
-          Entry entry;
-          entry.dtype = t.scalar_type();
-          entry.sizes = t.sizes().vec();
-          entry.strides = t.strides().vec();
-          entry.storageOffset = t.storage_offset();
-          if (auto *record = static_cast<UnreadRecord *>(
-                  t.storage().data_ptr().get_context()))
-            entry.record = record->name;
-          else if (entry.numel() != 0)
-            continue;
-          entries_.emplace(name, std::move(entry));
-        }
-      };
-  walk(root, "");
+      if (entry.numel() != 0 && (!inside || last >= capacity))
+        throw Error("tensor '" + name + "' lies outside its storage");
+      entries_.emplace(name, std::move(entry));
+    }
+  }
 }
 
 ModelArchive::~ModelArchive() {
@@ -156,9 +199,9 @@ const ModelArchive::Entry *ModelArchive::find(const std::string &name) const {
   return it == entries_.end() ? nullptr : &it->second;
 }
 
-int64_t ModelArchive::storedOffset(const std::string &record) {
-  auto known = offsets_.find(record);
-  if (known != offsets_.end())
+ModelArchive::Stored ModelArchive::stored(const std::string &record) {
+  auto known = stored_.find(record);
+  if (known != stored_.end())
     return known->second;
   int64_t data = static_cast<int64_t>(reader_->getRecordOffset(record));
   // The record's local zip header (30 bytes, its name, an extra field) ends
@@ -168,7 +211,7 @@ int64_t ModelArchive::storedOffset(const std::string &record) {
   std::vector<unsigned char> header(window);
   if (::pread(fd_, header.data(), window, data - window) != window)
     window = 0;
-  int64_t result = -1;
+  Stored result;
   for (int64_t h = window - 30; h >= 0; --h) {
     const unsigned char *p = header.data() + h;
     if (littleEndian(p, 4) != 0x04034b50)
@@ -182,11 +225,16 @@ int64_t ModelArchive::storedOffset(const std::string &record) {
                            name.compare(name.size() - record.size() - 1,
                                         std::string::npos, "/" + record) != 0))
       continue;
-    if (littleEndian(p + 8, 2) == 0)
-      result = data;
+    if (littleEndian(p + 8, 2) == 0) {
+      result.offset = data;
+      uint32_t size = littleEndian(p + 22, 4);
+      bool described = littleEndian(p + 6, 2) & 0x8; // sizes come later
+      if (!described && size != 0xffffffffu)
+        result.size = size;
+    }
     break;
   }
-  offsets_[record] = result;
+  stored_[record] = result;
   return result;
 }
 
@@ -227,29 +275,36 @@ at::Tensor ModelArchive::readFlat(const Entry &entry, int64_t begin,
     for (size_t d = 0; d < entry.sizes.size(); ++d)
       count += (entry.sizes[d] - 1) * entry.strides[d];
   }
-  at::Tensor bytes = dense ? out : at::empty({count}, out.options());
   try {
-    int64_t stored = storedOffset(entry.record);
-    if (stored >= 0) {
-      readBytes(stored + first * item, bytes.data_ptr(), count * item);
+    at::Tensor bytes = dense ? out : at::empty({count}, out.options());
+    Stored place = stored(entry.record);
+    if (place.offset >= 0) {
+      if (place.size >= 0 && place.size < entry.storageBytes)
+        throw Error("cannot read model '" + path_ + "': record '" +
+                    entry.record + "' is shorter than its tensor");
+      readBytes(place.offset + first * item, bytes.data_ptr(), count * item);
       bytesRead_ += count * item;
     } else {
-      auto [data, size] = reader_->getRecord(entry.record);
-      if (static_cast<int64_t>(size) < (first + count) * item)
+      if (cachedRecord_ != entry.record) {
+        cachedData_ = at::DataPtr();
+        std::tie(cachedData_, cachedSize_) = reader_->getRecord(entry.record);
+        cachedRecord_ = entry.record;
+        bytesRead_ += cachedSize_;
+      }
+      if (cachedSize_ < entry.storageBytes)
         throw Error("cannot read model '" + path_ + "': record '" +
                     entry.record + "' is shorter than its tensor");
       std::memcpy(bytes.data_ptr(),
-                  static_cast<const char *>(data.get()) + first * item,
+                  static_cast<const char *>(cachedData_.get()) + first * item,
                   count * item);
-      bytesRead_ += static_cast<int64_t>(size);
     }
+    if (!dense)
+      out.copy_(bytes.as_strided(entry.sizes, entry.strides)
+                    .reshape({-1})
+                    .narrow(0, begin, end - begin));
   } catch (const c10::Error &e) {
     throw Error("cannot read model '" + path_ + "': " + firstLine(e));
   }
-  if (!dense)
-    out.copy_(bytes.as_strided(entry.sizes, entry.strides)
-                  .reshape({-1})
-                  .narrow(0, begin, end - begin));
   return out;
 }
 

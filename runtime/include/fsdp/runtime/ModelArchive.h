@@ -3,6 +3,7 @@
 #define FSDP_RUNTIME_MODELARCHIVE_H
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Allocator.h>
 
 #include <map>
 #include <memory>
@@ -20,6 +21,11 @@ namespace fsdp::runtime {
 /// pickle is read with every storage left unread, and a tensor's values are
 /// read on request, only the elements asked for. A rank that keeps a shard
 /// of a flat parameter reads that shard's bytes and no others.
+///
+/// Only tensors that are plain attributes of modules are found; what this
+/// reading cannot make sense of (a module's own __getstate__, a quantized or
+/// sparse tensor, a pickle it cannot read, a tensor outside its storage) is
+/// simply not found, and the caller loads the module the usual way.
 class ModelArchive {
 public:
   /// Where a tensor lives in the archive.
@@ -28,6 +34,7 @@ public:
     at::ScalarType dtype;
     std::vector<int64_t> sizes, strides;
     int64_t storageOffset; // in elements
+    int64_t storageBytes;  // of the whole storage (record)
     int64_t numel() const;
   };
 
@@ -35,6 +42,8 @@ public:
   /// when it is not a TorchScript archive.
   explicit ModelArchive(const std::string &path);
   ~ModelArchive();
+  ModelArchive(const ModelArchive &) = delete;
+  ModelArchive &operator=(const ModelArchive &) = delete;
 
   /// The tensor at attribute path `name`; null when the archive has none
   /// there (for instance under an object with a custom __getstate__).
@@ -51,16 +60,25 @@ public:
   int64_t bytesRead() const { return bytesRead_; }
 
 private:
-  /// Where `record`'s bytes begin in the file when it is stored uncompressed
-  /// (as PyTorch writes it); -1 otherwise.
-  int64_t storedOffset(const std::string &record);
+  /// Where a record's bytes are in the file when it is stored uncompressed
+  /// (as PyTorch writes it): offset -1 otherwise; size -1 when the local
+  /// header does not say (zip64, data descriptor).
+  struct Stored {
+    int64_t offset = -1, size = -1;
+  };
+  Stored stored(const std::string &record);
   void readBytes(int64_t offset, void *into, int64_t n);
+  void readPickle();
 
   std::string path_;
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
   int fd_ = -1;
   std::map<std::string, Entry> entries_;
-  std::map<std::string, int64_t> offsets_;
+  std::map<std::string, Stored> stored_;
+  // The last compressed record read whole, kept for the next tensor in it.
+  std::string cachedRecord_;
+  at::DataPtr cachedData_;
+  int64_t cachedSize_ = 0;
   int64_t bytesRead_ = 0;
 };
 
