@@ -110,6 +110,12 @@ private:
   llvm::Error readList(const Entry &entry) const;
   /// A boolean that may only be false; `why` says why true is not supported.
   llvm::Error readFalse(const Entry &entry, const llvm::Twine &why) const;
+  /// One of `values` (in the order an error lists them), of which only
+  /// `supported` works; `why` says why the others do not.
+  llvm::Error readChoice(const Entry &entry,
+                         llvm::ArrayRef<llvm::StringRef> values,
+                         llvm::StringRef supported,
+                         const llvm::Twine &why) const;
   /// A section such as deepspeed_config: fine while it turns nothing on.
   llvm::Error readUnsupportedSection(const Entry &entry,
                                      const llvm::Twine &why) const;
@@ -213,6 +219,25 @@ llvm::Error Reader::readFalse(const Entry &entry,
   if (value)
     return notSupported(entry, "true", why);
   return llvm::Error::success();
+}
+
+llvm::Error Reader::readChoice(const Entry &entry,
+                               llvm::ArrayRef<llvm::StringRef> values,
+                               llvm::StringRef supported,
+                               const llvm::Twine &why) const {
+  std::string value;
+  if (llvm::Error err = readScalar(entry, value))
+    return err;
+  if (value == supported)
+    return llvm::Error::success();
+  if (llvm::is_contained(values, value))
+    return notSupported(entry, value, why);
+  std::string expected;
+  for (size_t i = 0; i < values.size(); ++i)
+    expected += (i == 0 ? "" : i + 1 == values.size() ? " or " : ", ") +
+                values[i].str();
+  return error(entry,
+               "expected " + expected + ", found " + describe(entry.value));
 }
 
 llvm::Error Reader::readUnsupportedSection(const Entry &entry,
@@ -319,17 +344,9 @@ llvm::Error Reader::readTopEntry(const Entry &entry, AccelerateConfig &config) {
     config.numProcesses = value;
     return llvm::Error::success();
   }
-  if (key == "mixed_precision") {
-    std::string value;
-    if (llvm::Error err = readScalar(entry, value))
-      return err;
-    if (value == "no")
-      return llvm::Error::success();
-    if (value == "fp16" || value == "bf16" || value == "fp8")
-      return notSupported(entry, value, "fp32 plans only");
-    return error(entry, "expected no, fp16, bf16 or fp8, found " +
-                            describe(entry.value));
-  }
+  if (key == "mixed_precision")
+    return readChoice(entry, {"no", "fp16", "bf16", "fp8"}, "no",
+                      "fp32 plans only");
   // The older spelling of mixed_precision: fp16.
   if (key == "fp16")
     return readFalse(entry, "fp32 plans only");
@@ -493,20 +510,11 @@ llvm::Error Reader::readFsdpEntry(const Entry &entry, AccelerateConfig &config,
 
   // fsdp_backward_prefetch_policy is the older spelling.
   if (key == "fsdp_backward_prefetch" ||
-      key == "fsdp_backward_prefetch_policy") {
-    std::string value;
-    if (llvm::Error err = readScalar(entry, value))
-      return err;
-    if (value == "NO_PREFETCH")
-      return llvm::Error::success();
-    if (value == "BACKWARD_PRE" || value == "BACKWARD_POST")
-      return notSupported(entry, value,
-                          "the plan's schedule has no prefetch yet; use "
-                          "NO_PREFETCH");
-    return error(entry, "expected BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH, "
-                        "found " +
-                            describe(entry.value));
-  }
+      key == "fsdp_backward_prefetch_policy")
+    return readChoice(entry, {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"},
+                      "NO_PREFETCH",
+                      "the plan's schedule has no prefetch yet; use "
+                      "NO_PREFETCH");
   if (key == "fsdp_forward_prefetch")
     return readFalse(entry, "the plan's schedule has no prefetch yet");
   if (key == "fsdp_offload_params")
@@ -514,20 +522,11 @@ llvm::Error Reader::readFsdpEntry(const Entry &entry, AccelerateConfig &config,
   if (key == "fsdp_activation_checkpointing")
     return readFalse(entry, "the plan keeps activations for the backward pass");
 
-  if (key == "fsdp_state_dict_type") {
-    std::string value;
-    if (llvm::Error err = readScalar(entry, value))
-      return err;
-    if (value == "FULL_STATE_DICT")
-      return llvm::Error::success();
-    if (value == "SHARDED_STATE_DICT" || value == "LOCAL_STATE_DICT")
-      return notSupported(entry, value,
-                          "fsdp-run --save writes a full state dict; use "
-                          "FULL_STATE_DICT");
-    return error(entry, "expected FULL_STATE_DICT, SHARDED_STATE_DICT or "
-                        "LOCAL_STATE_DICT, found " +
-                            describe(entry.value));
-  }
+  if (key == "fsdp_state_dict_type")
+    return readChoice(
+        entry, {"FULL_STATE_DICT", "SHARDED_STATE_DICT", "LOCAL_STATE_DICT"},
+        "FULL_STATE_DICT",
+        "fsdp-run --save writes a full state dict; use FULL_STATE_DICT");
 
   // No effect: checkpoints keep the original parameter names, and every rank
   // reads the same model file.

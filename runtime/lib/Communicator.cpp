@@ -133,9 +133,8 @@ public:
     try {
       work->wait();
     } catch (const std::exception &e) {
-      std::string msg = e.what();
       throw Error("a collective failed (did another rank stop?): " +
-                  msg.substr(0, msg.find('\n')));
+                  firstLine(e));
     }
     return finish();
   }
@@ -355,11 +354,9 @@ Gloo::Gloo(const RankInfo &info, int shardGroupSize)
   try {
     store = c10::make_intrusive<c10d::TCPStore>(info.masterAddr, options);
   } catch (const std::exception &e) {
-    std::string msg = e.what();
     throw Error("rank " + std::to_string(info.rank) +
                 " cannot meet the other ranks at " + info.masterAddr + ":" +
-                std::to_string(info.masterPort) + ": " +
-                msg.substr(0, msg.find('\n')));
+                std::to_string(info.masterPort) + ": " + firstLine(e));
   }
   try {
     worldPG = makeGroup("world/", info.rank, info.worldSize);
@@ -371,9 +368,8 @@ Gloo::Gloo(const RankInfo &info, int shardGroupSize)
                               group, info.worldSize / shardSize);
     }
   } catch (const std::exception &e) {
-    std::string msg = e.what();
     throw Error("cannot connect the ranks' Gloo process groups (did another "
-                "rank stop?): " + msg.substr(0, msg.find('\n')));
+                "rank stop?): " + firstLine(e));
   }
   watchdog = std::thread([this] { watch(); });
 }

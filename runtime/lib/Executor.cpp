@@ -36,9 +36,7 @@ State loadState(const Plan &plan, const std::string &modelPath,
     try {
       m = torch::jit::load(modelPath);
     } catch (const c10::Error &e) {
-      std::string msg = e.what_without_backtrace();
-      throw Error("cannot load model '" + modelPath + "': " +
-                  msg.substr(0, msg.find('\n')));
+      throw Error("cannot load model '" + modelPath + "': " + firstLine(e));
     }
     module.emplace();
     for (const auto &p : m.named_parameters(/*recurse=*/true))
@@ -55,14 +53,17 @@ State loadState(const Plan &plan, const std::string &modelPath,
                   const std::vector<std::string> &aliases,
                   const TensorSpec &type, const char *what, int64_t begin,
                   int64_t end) {
+    auto check = [&](const TensorSpec &found) {
+      if (found.shape != type.shape || found.dtype != type.dtype)
+        throw Error(std::string(what) + " '" + name + "' is " + found.str() +
+                    " in '" + modelPath + "' but " + type.str() +
+                    " in the plan");
+    };
     std::vector<std::string> names{name};
     names.insert(names.end(), aliases.begin(), aliases.end());
     for (const std::string &n : names)
       if (const ModelArchive::Entry *entry = archive.find(n)) {
-        if (entry->sizes != type.shape || entry->dtype != type.dtype)
-          throw Error(std::string(what) + " '" + name + "' is " +
-                      TensorSpec{entry->sizes, entry->dtype}.str() + " in '" +
-                      modelPath + "' but " + type.str() + " in the plan");
+        check({entry->sizes, entry->dtype});
         return end < 0 ? archive.read(*entry)
                        : archive.readFlat(*entry, begin, end);
       }
@@ -74,10 +75,7 @@ State loadState(const Plan &plan, const std::string &modelPath,
       throw Error(std::string("the plan needs ") + what + " '" + name +
                   "', which '" + modelPath + "' does not have");
     const at::Tensor &t = it->second;
-    if (t.sizes().vec() != type.shape || t.scalar_type() != type.dtype)
-      throw Error(std::string(what) + " '" + name + "' is " +
-                  TensorSpec{t.sizes().vec(), t.scalar_type()}.str() + " in '" +
-                  modelPath + "' but " + type.str() + " in the plan");
+    check({t.sizes().vec(), t.scalar_type()});
     return end < 0 ? t.clone()
                    : t.contiguous().view({-1}).narrow(0, begin, end - begin).clone();
   };
@@ -485,12 +483,10 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
       try {
         t = pending->wait();
       } catch (const std::exception &e) {
-        std::string msg = e.what();
         throw Error("instruction #" + std::to_string(i) +
-                    " (wait for a collective): " +
-                    msg.substr(0, msg.find('\n')));
+                    " (wait for a collective): " + firstLine(e));
       }
-      if (t.sizes().vec() != inst.type.shape)
+      if (t.sizes() != c10::IntArrayRef(inst.type.shape))
         throw Error("instruction #" + std::to_string(i) +
                     " (wait): the collective returned " +
                     TensorSpec{t.sizes().vec(), t.scalar_type()}.str() +
@@ -562,10 +558,9 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
       try {
         call.op->callBoxed(stack);
       } catch (const c10::Error &e) {
-        std::string msg = e.what_without_backtrace();
         throw Error("instruction #" + std::to_string(i) + " (" + inst.op +
                     (inst.loc.empty() ? "" : " in " + inst.loc) + "): " +
-                    msg.substr(0, msg.find('\n')));
+                    firstLine(e));
       }
       size_t next = 0;
       if (inst.listResult) {

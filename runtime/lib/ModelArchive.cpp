@@ -31,11 +31,6 @@ void deleteUnreadRecord(void *context) {
   delete static_cast<UnreadRecord *>(context);
 }
 
-std::string firstLine(const c10::Error &e) {
-  std::string msg = e.what_without_backtrace();
-  return msg.substr(0, msg.find('\n'));
-}
-
 uint32_t littleEndian(const unsigned char *p, int bytes) {
   uint32_t v = 0;
   for (int i = bytes - 1; i >= 0; --i)

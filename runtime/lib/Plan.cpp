@@ -2,11 +2,19 @@
 
 #include "fsdp/runtime/Plan.h"
 
+#include <c10/util/Exception.h>
+
 #include <fstream>
 #include <set>
 #include <sstream>
 
 namespace fsdp::runtime {
+
+std::string firstLine(const std::exception &e) {
+  const auto *torchError = dynamic_cast<const c10::Error *>(&e);
+  std::string msg = torchError ? torchError->what_without_backtrace() : e.what();
+  return msg.substr(0, msg.find('\n'));
+}
 
 using nlohmann::json;
 

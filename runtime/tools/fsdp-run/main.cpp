@@ -140,9 +140,8 @@ std::vector<at::Tensor> loadData(const Plan &plan, const std::string &path,
   try {
     value = readTorchSave(path);
   } catch (const c10::Error &e) {
-    std::string msg = e.what_without_backtrace();
     throw Error("cannot read data file '" + path + "' (write it with "
-                "torch.save({name: tensor})): " + msg.substr(0, msg.find('\n')));
+                "torch.save({name: tensor})): " + firstLine(e));
   }
   if (!value.isGenericDict())
     throw Error("data file '" + path + "' must hold a dict name -> tensor");
@@ -379,9 +378,8 @@ void runRank(const Options &o, const RankInfo &info,
                    ->wait()
                    .item<double>();
     } catch (const std::exception &e) {
-      std::string msg = e.what();
       throw Error("step " + std::to_string(step + 1) + "/" +
-                  std::to_string(steps) + ": " + msg.substr(0, msg.find('\n')));
+                  std::to_string(steps) + ": " + firstLine(e));
     }
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - start)
@@ -457,11 +455,8 @@ int main(int argc, char **argv) {
     return 0;
   } catch (const Error &e) {
     message = e.what();
-  } catch (const c10::Error &e) {
-    std::string msg = e.what_without_backtrace();
-    message = msg.substr(0, msg.find('\n'));
   } catch (const std::exception &e) {
-    message = e.what();
+    message = firstLine(e);
   }
   if (info.worldSize > 1) {
     // When another rank failed first, its failure is the cause: say that.

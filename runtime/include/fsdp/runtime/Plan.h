@@ -24,6 +24,10 @@ struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// The first line of an exception's message, without libtorch's backtrace:
+/// what an Error that wraps it quotes.
+std::string firstLine(const std::exception &e);
+
 struct TensorSpec {
   std::vector<int64_t> shape;
   c10::ScalarType dtype;
