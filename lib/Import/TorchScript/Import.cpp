@@ -32,10 +32,15 @@
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
+#include <torch/csrc/jit/runtime/symbolic_shape_registry.h>
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/torch.h>
 
+#include <functional>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 using namespace mlir;
@@ -173,6 +178,9 @@ private:
   bool visitTensorMetadata(jit::Node *node);
   void visitOperator(jit::Node *node);
   void emitCall(jit::Node *node, const c10::FunctionSchema &schema);
+  jit::Stack typeWithoutMeta(jit::Node *node, const c10::FunctionSchema &schema,
+                             const std::string &overload,
+                             const std::string &metaError, Location loc);
   void evaluateConstant(jit::Node *node);
 
   AbsValue &lookup(jit::Value *value);
@@ -1105,6 +1113,243 @@ Attribute Importer::constantAttr(const c10::IValue &value,
                 " cannot be kept as an attribute");
 }
 
+/// What the importer may allocate to type one op without a meta kernel.
+constexpr int64_t kCpuTypingBudget = int64_t(256) << 20;
+/// Results up to this size are computed whole even when a shape function
+/// knows them (which checks the shape function against the op); larger ones
+/// take one sample.
+constexpr int64_t kWholeRunBytes = int64_t(16) << 20;
+
+/// Byte counts that saturate at INT64_MAX instead of overflowing.
+static int64_t saturatingMul(int64_t a, int64_t b) {
+  constexpr int64_t max = std::numeric_limits<int64_t>::max();
+  return a != 0 && b > max / a ? max : a * b;
+}
+static int64_t saturatingAdd(int64_t a, int64_t b) {
+  constexpr int64_t max = std::numeric_limits<int64_t>::max();
+  return b > max - a ? max : a + b;
+}
+static int64_t numelOf(llvm::ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n = saturatingMul(n, std::max<int64_t>(d, 0));
+  return n;
+}
+
+/// The result shapes of `schema` from ATen's own shape function (the JIT's
+/// symbolic shape registry), given the arguments with runtime tensors as
+/// meta tensors; none if it has no shape function or one that does not run
+/// on these arguments.
+static std::optional<std::vector<std::vector<int64_t>>>
+shapesFromShapeFunction(const c10::FunctionSchema &schema,
+                        const jit::Stack &args) {
+  c10::optional<std::shared_ptr<jit::Graph>> graph =
+      jit::shapeComputeGraphForSchema(schema);
+  // What torch.jit.trace records for a convolution has no shape function of
+  // its own; aten::convolution's takes its leading arguments.
+  if (!graph && schema.name() == "aten::_convolution")
+    if (auto handle = c10::Dispatcher::singleton().findSchema(
+            {"aten::convolution", ""}))
+      graph = jit::shapeComputeGraphForSchema(handle->schema());
+  if (!graph || (*graph)->inputs().size() > args.size())
+    return std::nullopt;
+  jit::Stack stack;
+  for (size_t i = 0; i < (*graph)->inputs().size(); ++i) {
+    const c10::IValue &v = args[i];
+    if (v.isTensor())
+      stack.push_back(c10::List<int64_t>(v.toTensor().sizes().vec()));
+    else if (v.isList() &&
+             llvm::any_of(v.toListRef(),
+                          [](const c10::IValue &e) { return e.isTensor(); }))
+      return std::nullopt; // shape functions take no tensor lists
+    else
+      stack.push_back(v);
+  }
+  try {
+    jit::Code code(*graph, "shape");
+    jit::InterpreterState(code).run(stack);
+  } catch (const std::exception &) {
+    return std::nullopt;
+  }
+  if (stack.size() != 1)
+    return std::nullopt;
+  std::vector<c10::IValue> results;
+  if (stack[0].isTuple())
+    results = stack[0].toTupleRef().elements().vec();
+  else
+    results.push_back(stack[0]);
+  std::vector<std::vector<int64_t>> shapes;
+  for (const c10::IValue &r : results) {
+    if (!r.isIntList())
+      return std::nullopt;
+    shapes.push_back(r.toIntVector());
+  }
+  return shapes;
+}
+
+/// Result types of an op that has no meta kernel, without allocating more
+/// than kCpuTypingBudget however large the step's tensors are:
+///  - the op itself runs on the CPU on inputs that hold one value each
+///    (zeros, then ones: a result whose shape differs depends on tensor
+///    data), when its inputs fit the budget and its results (from ATen's
+///    shape function, where it has one) are small;
+///  - larger: shapes from the shape function and dtypes from the op run on
+///    one sample (the first dimension of the inputs that have the batch,
+///    narrowed to 1);
+///  - otherwise an error that says so.
+jit::Stack Importer::typeWithoutMeta(jit::Node *node,
+                                     const c10::FunctionSchema &schema,
+                                     const std::string &overload,
+                                     const std::string &metaError,
+                                     Location loc) {
+  // The arguments as the meta call had them: runtime tensors as meta
+  // tensors, constants with their values.
+  jit::Stack args;
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    jit::Value *input = node->inputs()[i];
+    AbsValue &a = lookup(input);
+    args.push_back(toIValue(a, input->type(), /*meta=*/!a.isFullyConstant(),
+                            loc));
+  }
+  std::optional<std::vector<std::vector<int64_t>>> shapes =
+      shapesFromShapeFunction(schema, args);
+
+  // Bytes of the runtime tensors the op would be given.
+  int64_t inputBytes = 0;
+  std::function<void(const c10::IValue &)> countInputs =
+      [&](const c10::IValue &x) {
+        if (x.isTensor() && x.toTensor().is_meta())
+          inputBytes = saturatingAdd(
+              inputBytes,
+              saturatingMul(numelOf(x.toTensor().sizes()),
+                            static_cast<int64_t>(x.toTensor().element_size())));
+        else if (x.isList())
+          for (const c10::IValue &e : x.toListRef())
+            countInputs(e);
+      };
+  for (const c10::IValue &arg : args)
+    countInputs(arg);
+  int64_t resultBytes = 0;
+  if (shapes)
+    for (const std::vector<int64_t> &shape : *shapes)
+      resultBytes = saturatingAdd(resultBytes, saturatingMul(numelOf(shape), 8));
+
+  // Runs the op on the CPU; `batch` > 0: inputs whose first dimension is
+  // `batch` get one sample. Returns the error's first line on failure.
+  auto runOnCpu = [&](double fill, int64_t batch,
+                      std::string &error) -> std::optional<jit::Stack> {
+    std::function<c10::IValue(const c10::IValue &, bool)> toCpu =
+        [&](const c10::IValue &x, bool written) -> c10::IValue {
+      if (x.isTensor() && x.toTensor().is_meta()) {
+        const at::Tensor &t = x.toTensor();
+        std::vector<int64_t> sizes = t.sizes().vec();
+        if (batch > 0 && !sizes.empty() && sizes[0] == batch)
+          sizes[0] = 1;
+        at::TensorOptions options = t.options().device(at::kCPU);
+        if (written)
+          return at::full(sizes, fill, options);
+        return at::full({}, fill, options).expand(sizes);
+      }
+      if (x.isList()) {
+        c10::impl::GenericList list(x.toList().elementType());
+        for (const c10::IValue &e : x.toListRef())
+          list.push_back(toCpu(e, written));
+        return list;
+      }
+      return x;
+    };
+    jit::Stack cpuStack;
+    for (size_t i = 0; i < args.size(); ++i)
+      cpuStack.push_back(
+          toCpu(args[i], schema.is_mutable({c10::SchemaArgType::input, i})));
+    try {
+      node->getOperation()(cpuStack);
+    } catch (const c10::Error &e) {
+      error = firstLine(e.what_without_backtrace());
+      return std::nullopt;
+    }
+    return cpuStack;
+  };
+
+  // Kernels may copy their expanded inputs whole (.contiguous()), so the
+  // inputs count too.
+  bool fullFits = inputBytes <= kCpuTypingBudget &&
+                  (!shapes || resultBytes <= kWholeRunBytes);
+  std::string error;
+  if (fullFits) {
+    std::optional<jit::Stack> zeros = runOnCpu(0.0, 0, error);
+    std::optional<jit::Stack> ones =
+        zeros ? runOnCpu(1.0, 0, error) : std::nullopt;
+    if (!zeros || !ones)
+      fail(loc, "cannot infer the result types of " + overload + ": " + error +
+                    " (model inputs: " + inputSummary + ")");
+    for (size_t i = 0; i < zeros->size() && i < ones->size(); ++i) {
+      const c10::IValue &z = (*zeros)[i], &o = (*ones)[i];
+      bool same = true;
+      if (z.isTensor() && o.isTensor())
+        same = z.toTensor().sizes() == o.toTensor().sizes();
+      else if (z.isTensorList() && o.isTensorList()) {
+        auto a = z.toTensorList().vec(), b = o.toTensorList().vec();
+        same = a.size() == b.size();
+        for (size_t j = 0; same && j < a.size(); ++j)
+          same = a[j].sizes() == b[j].sizes();
+      }
+      if (!same)
+        fail(loc, overload + " returns a tensor whose shape depends on tensor "
+                             "data; a static training step needs static shapes");
+    }
+    return std::move(*zeros);
+  }
+
+  auto tooLarge = [&](const std::string &why) {
+    // A meta kernel that refused the arguments has said what is wrong.
+    if (!metaError.empty())
+      fail(loc, overload + ": " + metaError + " (model inputs: " +
+                    inputSummary + ")");
+    fail(loc, "cannot infer the result types of " + overload +
+                  " without allocating its tensors: this libtorch has no meta "
+                  "kernel for it, and " + why + " (model inputs: " +
+                  inputSummary + ")");
+  };
+  if (!shapes)
+    tooLarge("no shape function either; its inputs hold " +
+             std::to_string(inputBytes >> 20) + " MiB");
+  // One sample: the batch is the first dimension of the first result.
+  int64_t batch = !shapes->empty() && !(*shapes)[0].empty() ? (*shapes)[0][0]
+                                                           : 0;
+  int64_t sampleBytes = 0;
+  for (const std::vector<int64_t> &shape : *shapes)
+    sampleBytes = saturatingAdd(
+        sampleBytes,
+        saturatingMul(numelOf(shape), 8) /
+            (batch > 1 && !shape.empty() && shape[0] == batch ? batch : 1));
+  if (batch <= 1 || sampleBytes > kCpuTypingBudget ||
+      inputBytes / batch > kCpuTypingBudget)
+    tooLarge("one sample of its results alone holds " +
+             std::to_string(sampleBytes >> 20) + " MiB");
+  std::optional<jit::Stack> sample = runOnCpu(0.0, batch, error);
+  if (!sample)
+    tooLarge("it does not run on one sample of its inputs (" + error + ")");
+  // The sample's results must be the shape function's, one sample smaller.
+  std::vector<at::Tensor> results;
+  for (const c10::IValue &r : *sample)
+    if (r.isTensor())
+      results.push_back(r.toTensor());
+  bool agree = results.size() == shapes->size();
+  for (size_t i = 0; agree && i < results.size(); ++i) {
+    std::vector<int64_t> expected = (*shapes)[i];
+    if (!expected.empty() && expected[0] == batch)
+      expected[0] = 1;
+    agree = results[i].sizes().vec() == expected;
+  }
+  if (!agree)
+    tooLarge("its results on one sample do not match its shape function");
+  jit::Stack typed;
+  for (size_t i = 0; i < results.size(); ++i)
+    typed.push_back(at::empty((*shapes)[i], results[i].options().device(at::kMeta)));
+  return typed;
+}
+
 void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
   Location loc = locationOf(node);
   std::string overload = schema.name();
@@ -1220,71 +1465,24 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
   }
 
   // Types from the meta call; ops without a meta kernel (remembered, since a
-  // failed attempt costs an exception with a backtrace) run on zeros on the
-  // CPU instead.
+  // failed attempt costs an exception with a backtrace) are typed by
+  // typeWithoutMeta.
   bool typed = false;
+  std::string metaError;
   if (!noMetaKernel.contains(overload)) {
     try {
       node->getOperation()(stack);
       typed = true;
-    } catch (const c10::Error &) {
+    } catch (const c10::NotImplementedError &) {
       noMetaKernel.insert(overload);
+    } catch (const c10::Error &e) {
+      // A meta kernel that refuses these arguments, or a composite op that
+      // reads tensor data: the CPU says which.
+      metaError = firstLine(e.what_without_backtrace());
     }
   }
-  if (!typed) {
-    // Run on the CPU twice, on zeros and on ones (constants keep their
-    // values): a result whose shape differs depends on tensor data.
-    auto runOnCpu = [&](double fill) -> jit::Stack {
-      std::function<c10::IValue(const c10::IValue &)> toCpu =
-          [&](const c10::IValue &x) -> c10::IValue {
-        if (x.isTensor() && x.toTensor().is_meta())
-          return at::full(x.toTensor().sizes(), fill,
-                          x.toTensor().options().device(at::kCPU));
-        if (x.isList()) {
-          c10::impl::GenericList list(x.toList().elementType());
-          for (const c10::IValue &e : x.toListRef())
-            list.push_back(toCpu(e));
-          return list;
-        }
-        return x;
-      };
-      jit::Stack cpuStack;
-      for (size_t i = 0; i < schema.arguments().size(); ++i) {
-        jit::Value *input = node->inputs()[i];
-        AbsValue &a = lookup(input);
-        // Constant tensors with their values; runtime tensors as `fill`.
-        c10::IValue v = a.isFullyConstant()
-                            ? toIValue(a, input->type(), /*meta=*/false, loc)
-                            : toIValue(a, input->type(), /*meta=*/true, loc);
-        cpuStack.push_back(toCpu(v));
-      }
-      try {
-        node->getOperation()(cpuStack);
-      } catch (const c10::Error &cpuError) {
-        fail(loc, "cannot infer the result types of " + overload + ": " +
-                      firstLine(cpuError.what_without_backtrace()) +
-                      " (model inputs: " + inputSummary + ")");
-      }
-      return cpuStack;
-    };
-    jit::Stack zeros = runOnCpu(0.0);
-    jit::Stack ones = runOnCpu(1.0);
-    for (size_t i = 0; i < zeros.size() && i < ones.size(); ++i) {
-      bool same = true;
-      if (zeros[i].isTensor() && ones[i].isTensor())
-        same = zeros[i].toTensor().sizes() == ones[i].toTensor().sizes();
-      else if (zeros[i].isTensorList() && ones[i].isTensorList()) {
-        auto a = zeros[i].toTensorList().vec(), b = ones[i].toTensorList().vec();
-        same = a.size() == b.size();
-        for (size_t j = 0; same && j < a.size(); ++j)
-          same = a[j].sizes() == b[j].sizes();
-      }
-      if (!same)
-        fail(loc, overload + " returns a tensor whose shape depends on tensor "
-                             "data; a static training step needs static shapes");
-    }
-    stack = std::move(zeros);
-  }
+  if (!typed)
+    stack = typeWithoutMeta(node, schema, overload, metaError, loc);
 
   SmallVector<Type> resultTypes;
   bool listResult = false;
