@@ -3,6 +3,9 @@
 // RUN: not fsdp-opt %s --world-size 2 2>&1 | FileCheck %s --check-prefix=NOLOSS
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --sharding ZERO3 2>&1 | FileCheck %s --check-prefix=SHARDING
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --world-size 0 2>&1 | FileCheck %s --check-prefix=WORLD
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --world-size 4294967298 2>&1 | FileCheck %s --check-prefix=WORLDMAX
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --world-size 99999999999 2>&1 | FileCheck %s --check-prefix=WORLDMAX2
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --world-size 8 --sharding HYBRID_SHARD --shard-group-size 4294967298 2>&1 | FileCheck %s --check-prefix=GROUPMAX
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --world-size 4 --sharding HYBRID_SHARD 2>&1 | FileCheck %s --check-prefix=HYBRID
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --world-size 4 --sharding HYBRID_SHARD --shard-group-size 3 2>&1 | FileCheck %s --check-prefix=DIVIDE
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --world-size 4 --shard-group-size 2 2>&1 | FileCheck %s --check-prefix=GROUP
@@ -16,6 +19,9 @@
 // NOLOSS: error: FSDP options need --loss: what is sharded is the training step
 // SHARDING: error: --sharding ZERO3: expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD
 // WORLD: error: --world-size must be at least 1, found 0
+// WORLDMAX: error: --world-size must be at most 2147483647 (ranks are C ints), found 4294967298
+// WORLDMAX2: error: --world-size must be at most 2147483647 (ranks are C ints), found 99999999999
+// GROUPMAX: error: --shard-group-size must be at most 2147483647, found 4294967298
 // HYBRID: error: HYBRID_SHARD needs --shard-group-size G (or a config file's num_machines): the ranks of one node, which shard each unit; groups of G ranks replicate it
 // DIVIDE: error: --shard-group-size 3 does not divide --world-size 4
 // GROUP: error: --shard-group-size applies to HYBRID_SHARD, not FULL_SHARD
