@@ -8,7 +8,16 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #endif
 
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -16,7 +25,121 @@
 #include <thread>
 #include <unistd.h>
 
+//===----------------------------------------------------------------------===//
+// The store's listen address
+//===----------------------------------------------------------------------===//
+//
+// libtorch's TCPStore (1.13; 2.x before masterListenFd) has no option for
+// the address its server listens on: it binds the wildcard address, so any
+// host that reaches the machine could write the rendezvous keys (and stop
+// the run through the abort key). While rank 0 starts its store, bind() is
+// interposed: a bind to the wildcard address becomes a bind to the address
+// the ranks meet at (loopback for --nproc, MASTER_ADDR under a launcher).
+// Every other bind of the process passes through untouched.
+
+namespace {
+std::atomic<const sockaddr_storage *> storeListenAddress{nullptr};
+
+bool isLoopback(const sockaddr_storage &addr) {
+  if (addr.ss_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in &>(addr).sin_addr.s_addr) >>
+            24) == 127;
+  if (addr.ss_family == AF_INET6)
+    return IN6_IS_ADDR_LOOPBACK(
+        &reinterpret_cast<const sockaddr_in6 &>(addr).sin6_addr);
+  return false;
+}
+
+bool isWildcard(const sockaddr *addr) {
+  if (addr->sa_family == AF_INET)
+    return reinterpret_cast<const sockaddr_in *>(addr)->sin_addr.s_addr ==
+           htonl(INADDR_ANY);
+  if (addr->sa_family == AF_INET6)
+    return IN6_IS_ADDR_UNSPECIFIED(
+        &reinterpret_cast<const sockaddr_in6 *>(addr)->sin6_addr);
+  return false;
+}
+} // namespace
+
+extern "C" int bind(int fd, const sockaddr *addr, socklen_t len) noexcept {
+  using BindFn = int (*)(int, const sockaddr *, socklen_t);
+  static BindFn real = reinterpret_cast<BindFn>(::dlsym(RTLD_NEXT, "bind"));
+  if (!real) {
+    errno = ENOSYS;
+    return -1;
+  }
+  const sockaddr_storage *want = storeListenAddress.load();
+  if (!want || !addr || !isWildcard(addr))
+    return real(fd, addr, len);
+  sockaddr_storage to{};
+  socklen_t toLen = 0;
+  if (addr->sa_family == AF_INET && want->ss_family == AF_INET) {
+    auto *in = reinterpret_cast<sockaddr_in *>(&to);
+    *in = *reinterpret_cast<const sockaddr_in *>(want);
+    in->sin_port = reinterpret_cast<const sockaddr_in *>(addr)->sin_port;
+    toLen = sizeof(sockaddr_in);
+  } else if (addr->sa_family == AF_INET6) {
+    auto *in6 = reinterpret_cast<sockaddr_in6 *>(&to);
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = reinterpret_cast<const sockaddr_in6 *>(addr)->sin6_port;
+    if (want->ss_family == AF_INET6) {
+      in6->sin6_addr = reinterpret_cast<const sockaddr_in6 *>(want)->sin6_addr;
+    } else {
+      // The IPv4 address as IPv6 sees it (::ffff:a.b.c.d) on a dual-stack
+      // socket.
+      in6->sin6_addr.s6_addr[10] = 0xff;
+      in6->sin6_addr.s6_addr[11] = 0xff;
+      std::memcpy(&in6->sin6_addr.s6_addr[12],
+                  &reinterpret_cast<const sockaddr_in *>(want)->sin_addr, 4);
+    }
+    toLen = sizeof(sockaddr_in6);
+  } else {
+    errno = EADDRNOTAVAIL; // an IPv4 socket cannot listen on IPv6
+    return -1;
+  }
+  if (real(fd, reinterpret_cast<const sockaddr *>(&to), toLen) == 0)
+    return 0;
+  if (errno != EADDRNOTAVAIL)
+    return -1;
+  // MASTER_ADDR is not an address of this machine (a NAT address, a
+  // service name): the store listens on every interface, as libtorch's does.
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true))
+    fsdp::runtime::printLineToStderr(
+        "fsdp-run: warning: MASTER_ADDR is not an address of this machine; "
+        "rank 0's store listens on every interface");
+  return real(fd, addr, len);
+}
+
 namespace fsdp::runtime {
+
+namespace {
+/// While alive, the store server rank 0 starts listens on `host` only.
+class StoreListensOn {
+public:
+  /// `spansNodes`: other machines take part, so a name that resolves to
+  /// loopback here (Debian's /etc/hosts maps the host name to 127.0.1.1)
+  /// cannot be where they meet: the store then listens everywhere.
+  StoreListensOn(const std::string &host, bool spansNodes) {
+    addrinfo hints{}, *found = nullptr;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+    if (rc != 0 || !found)
+      throw Error("cannot resolve MASTER_ADDR '" + host + "': " +
+                  ::gai_strerror(rc));
+    std::memcpy(&address, found->ai_addr, found->ai_addrlen);
+    ::freeaddrinfo(found);
+    if (spansNodes && isLoopback(address))
+      return;
+    storeListenAddress.store(&address);
+  }
+  ~StoreListensOn() { storeListenAddress.store(nullptr); }
+
+private:
+  sockaddr_storage address{};
+};
+} // namespace
 
 //===----------------------------------------------------------------------===//
 // Environment
@@ -32,6 +155,30 @@ static std::optional<int> envInt(const char *name) {
     throw Error(std::string("environment variable ") + name + "='" + value +
                 "' is not a non-negative integer");
   return static_cast<int>(v);
+}
+
+std::chrono::milliseconds collectiveTimeout() {
+  const char *value = std::getenv("FSDP_RUN_TIMEOUT");
+  if (!value || !*value)
+    return std::chrono::seconds(600);
+  std::string text = value;
+  char *end = nullptr;
+  errno = 0;
+  double amount = std::strtod(text.c_str(), &end);
+  std::string unit(end);
+  double scale = unit.empty() || unit == "s" ? 1000.0
+                 : unit == "ms"              ? 1.0
+                 : unit == "m"               ? 60000.0
+                 : unit == "h"               ? 3600000.0
+                                             : -1.0;
+  // At least a millisecond, at most a week.
+  double ms = amount * scale;
+  if (end == text.c_str() || !std::isdigit(static_cast<unsigned char>(text[0])) ||
+      errno != 0 || scale < 0 || !(ms >= 1.0) || ms > 7 * 24 * 3600e3)
+    throw Error("FSDP_RUN_TIMEOUT='" + text + "' is not a duration: give "
+                "seconds (600) or a number with a unit (1500ms, 90s, 10m, "
+                "1h), from 1 ms to a week");
+  return std::chrono::milliseconds(static_cast<int64_t>(ms));
 }
 
 RankInfo rankInfoFromEnvironment() {
@@ -122,6 +269,14 @@ public:
 
 constexpr const char *kAbortKey = "fsdp/abort";
 constexpr const char *kDoneKey = "fsdp/done";
+constexpr const char *kJoinedKey = "fsdp/joined";
+
+std::string seconds(std::chrono::milliseconds t) {
+  double s = t.count() / 1000.0;
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g s", s);
+  return text;
+}
 
 /// A c10d work whose result is computed from its buffers once complete.
 class GlooPending : public Pending {
@@ -341,22 +496,54 @@ Gloo::makeGroup(const std::string &name, int rank, int size) {
 
 Gloo::Gloo(const RankInfo &info, int shardGroupSize)
     : info(info), shardSize(shardGroupSize) {
-  int seconds = 600;
-  if (const char *t = std::getenv("FSDP_RUN_TIMEOUT"); t && *t)
-    seconds = std::max(1, std::atoi(t));
-  timeout = std::chrono::seconds(seconds);
+  timeout = collectiveTimeout();
+  // One deadline for the whole rendezvous: reaching the store and meeting
+  // every rank.
+  auto deadline = std::chrono::steady_clock::now() + timeout;
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(info.masterPort);
   options.isServer = info.rank == 0;
   options.numWorkers = info.worldSize;
-  options.waitWorkers = true;
+  // The ranks count themselves in below, within the same timeout.
+  options.waitWorkers = false;
   options.timeout = timeout;
   try {
+    std::optional<StoreListensOn> listen;
+    if (options.isServer)
+      listen.emplace(info.masterAddr,
+                     /*spansNodes=*/info.worldSize > info.localWorldSize);
     store = c10::make_intrusive<c10d::TCPStore>(info.masterAddr, options);
+  } catch (const Error &) {
+    throw;
   } catch (const std::exception &e) {
-    throw Error("rank " + std::to_string(info.rank) +
-                " cannot meet the other ranks at " + info.masterAddr + ":" +
-                std::to_string(info.masterPort) + ": " + firstLine(e));
+    throw Error(
+        "cannot meet the other ranks at " + info.masterAddr + ":" +
+        std::to_string(info.masterPort) +
+        (info.rank == 0 ? ": " + firstLine(e)
+                        : " within " + seconds(timeout) +
+                              " (FSDP_RUN_TIMEOUT): is rank 0 running, with "
+                              "the same MASTER_ADDR and MASTER_PORT? (" +
+                              firstLine(e) + ")"));
+  }
+  // Every rank counts itself in and waits for the others.
+  try {
+    int64_t joined = store->add(kJoinedKey, 1);
+    while (joined < info.worldSize) {
+      if (std::chrono::steady_clock::now() > deadline)
+        throw Error("only " + std::to_string(joined) + " of " +
+                    std::to_string(info.worldSize) + " ranks met at " +
+                    info.masterAddr + ":" + std::to_string(info.masterPort) +
+                    " within " + seconds(timeout) +
+                    " (FSDP_RUN_TIMEOUT): is every rank started?");
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      joined = store->add(kJoinedKey, 0);
+    }
+  } catch (const Error &) {
+    throw;
+  } catch (const std::exception &e) {
+    throw Error("lost the rendezvous store at " + info.masterAddr + ":" +
+                std::to_string(info.masterPort) + " (did rank 0 stop?): " +
+                firstLine(e));
   }
   try {
     worldPG = makeGroup("world/", info.rank, info.worldSize);
@@ -405,7 +592,7 @@ void Gloo::watch() {
     if (failed) {
       printLineToStderr("fsdp-run: rank " + std::to_string(info.rank) +
                         " stops: " + message);
-      std::_Exit(1);
+      std::_Exit(kStoppedByOtherRank);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }

@@ -11,7 +11,10 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <cerrno>
+#include <cstring>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <limits>
 
 namespace fsdp::runtime {
@@ -160,6 +163,17 @@ int64_t parameterAndOptimizerBytes(const Plan &plan, const State &state) {
   return bytes;
 }
 
+/// The process's umask, read without changing it (umask(2) would, for a
+/// moment, for every thread); 022 where /proc does not say.
+static mode_t processUmask() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("Umask:", 0) == 0)
+      return static_cast<mode_t>(std::stoul(line.substr(6), nullptr, 8));
+  return 022;
+}
+
 void writeFileAtomically(const std::string &path, const std::vector<char> &bytes) {
   // A device or pipe (/dev/stdout, a FIFO) is written in place: renaming
   // over it would replace it.
@@ -172,14 +186,42 @@ void writeFileAtomically(const std::string &path, const std::vector<char> &bytes
       throw Error("cannot write '" + path + "'");
     return;
   }
-  // A regular file beside the target, renamed over it once complete.
-  std::string tmp = path + ".fsdp-run.tmp";
-  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), bytes.size());
-  out.close();
-  if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw Error("cannot write '" + path + "'");
+  // A new file beside the target (created exclusively under an unpredictable
+  // name, never through a symbolic link), renamed over it once complete.
+  std::string tmp = path + ".fsdp-run.XXXXXX";
+  int fd = ::mkstemp(tmp.data());
+  if (fd < 0)
+    throw Error("cannot write '" + path + "': " + std::strerror(errno));
+  bool ok = ::fchmod(fd, 0666 & ~processUmask()) == 0;
+  const char *data = bytes.data();
+  size_t left = bytes.size();
+  while (ok && left > 0) {
+    ssize_t n = ::write(fd, data, left);
+    if (n < 0 && errno == EINTR)
+      continue;
+    ok = n > 0;
+    if (ok) {
+      data += n;
+      left -= static_cast<size_t>(n);
+    }
+  }
+  // On disk before it replaces the target: whole or absent, even across a
+  // crash of the machine.
+  if (ok && ::fsync(fd) != 0)
+    ok = false;
+  int error = ok ? 0 : errno;
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    error = errno;
+  }
+  if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    ok = false;
+    error = errno;
+  }
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    throw Error("cannot write '" + path + "'" +
+                (error ? std::string(": ") + std::strerror(error) : ""));
   }
 }
 
@@ -260,6 +302,48 @@ static c10::IValue scalarArg(const json &arg, const c10::TypePtr &type,
   throw Error(where + ": unreadable argument " + arg.dump());
 }
 
+/// A plan is a file people share: it may call only ATen operators whose
+/// effects stay inside the tensors they are given, and every argument an
+/// operator writes (by its schema's alias annotations) must be one the plan
+/// says it writes, so that the executor copies it first.
+static void checkCallIsContained(const c10::FunctionSchema &schema,
+                                 const Instruction &inst,
+                                 const std::string &where) {
+  if (schema.name().rfind("aten::", 0) != 0)
+    throw Error(where + ": only ATen operators (aten::) run from a plan");
+  // Operators that read or write files by name, which their schemas do not
+  // say (alias analysis FROM_SCHEMA, no annotation).
+  static const char *const outsideEffects[] = {"aten::from_file"};
+  bool names = std::any_of(
+      schema.arguments().begin(), schema.arguments().end(),
+      [](const c10::Argument &a) { return a.name() == "filename"; });
+  if (names || std::count(std::begin(outsideEffects), std::end(outsideEffects),
+                          schema.name()))
+    throw Error(where + ": " + schema.name() + " reaches outside the step's "
+                "tensors (files), which a plan may not do");
+  // Conservative alias analysis is how libtorch marks operators with side
+  // effects of unknown extent (aten::save, aten::warn, list mutation).
+  if (schema.aliasAnalysis() == c10::AliasAnalysisKind::CONSERVATIVE)
+    throw Error(where + ": " + schema.name() + " has side effects a plan "
+                "may not have");
+  for (size_t a = 0; a < schema.arguments().size(); ++a) {
+    const c10::AliasInfo *alias = schema.arguments()[a].alias_info();
+    if (!alias || !alias->isWrite())
+      continue;
+    if (!schema.arguments()[a].type()->isSubtypeOf(*c10::TensorType::get()) &&
+        !schema.arguments()[a].type()->isSubtypeOf(
+            *c10::OptionalType::ofTensor()))
+      throw Error(where + ": writes its argument '" +
+                  schema.arguments()[a].name() + "', a list, which a plan "
+                  "cannot say");
+    if (!std::count(inst.mutates.begin(), inst.mutates.end(),
+                    static_cast<int64_t>(a)))
+      throw Error(where + ": writes its argument '" +
+                  schema.arguments()[a].name() + "' (#" + std::to_string(a) +
+                  "), which the plan's 'mutates' does not list");
+  }
+}
+
 Executor::Executor(const Plan &plan, Communicator *comm)
     : plan(plan), comm(comm) {
   if (!this->comm) {
@@ -313,6 +397,7 @@ Executor::Executor(const Plan &plan, Communicator *comm)
     Call call;
     call.op = *handle;
     const c10::FunctionSchema &schema = handle->schema();
+    checkCallIsContained(schema, inst, where);
     if (schema.arguments().size() != inst.args.size())
       throw Error(where + ": the plan passes " + std::to_string(inst.args.size()) +
                   " arguments, this libtorch's schema takes " +

@@ -4,7 +4,9 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -53,10 +55,31 @@ std::string TensorSpec::str() const {
   return s + dtypeName(dtype);
 }
 
+/// Elements of one tensor a plan may describe: 2^48 (a 256 TiB f32
+/// tensor), far beyond any device, and small enough that byte counts of
+/// every dtype stay within int64.
+constexpr int64_t kMaxElements = int64_t(1) << 48;
+
+namespace {
+/// A malformed tensor type; loadPlan names the plan file.
+struct BadType : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+} // namespace
+
 static TensorSpec parseType(const json &j) {
   TensorSpec t;
   t.shape = j.at("shape").get<std::vector<int64_t>>();
   t.dtype = parseDtype(j.at("dtype").get<std::string>());
+  int64_t numel = 1;
+  for (int64_t d : t.shape) {
+    if (d < 0)
+      throw BadType("shape " + j.at("shape").dump() + " has a negative size");
+    if (d > 0 && numel > kMaxElements / d)
+      throw BadType("shape " + j.at("shape").dump() + " has more than 2^48 "
+                    "elements");
+    numel *= d;
+  }
   return t;
 }
 
@@ -73,9 +96,40 @@ static void validate(const Plan &plan, const std::string &path) {
       fail(i, "slot " + v.dump() + " is out of range (num_slots " +
                   std::to_string(plan.numSlots) + ")");
   };
+  // Every slot is defined by an input or an instruction's result: a plan
+  // that declares more is refused before any slot is allocated.
+  int64_t definable = static_cast<int64_t>(plan.inputs.size());
+  for (const Instruction &inst : plan.instructions)
+    definable += std::max<int64_t>(1, static_cast<int64_t>(inst.results.size()));
+  if (plan.numSlots < 0 || plan.numSlots > definable)
+    throw Error("plan '" + path + "': num_slots " +
+                std::to_string(plan.numSlots) + " is not between 0 and the " +
+                std::to_string(definable) + " values its inputs and "
+                "instructions define");
   std::set<std::string> names;
-  for (const StateEntry &e : plan.state)
-    names.insert(e.name);
+  std::map<std::string, const StateEntry *> byName;
+  for (const StateEntry &e : plan.state) {
+    if (!names.insert(e.name).second)
+      throw Error("plan '" + path + "': state '" + e.name +
+                  "' is declared twice");
+    byName[e.name] = &e;
+  }
+  // Optimizer state is shaped like the parameter (or the rank's shard of
+  // the flat parameter) it belongs to.
+  for (const StateEntry &e : plan.state) {
+    if (e.kind != StateKind::Optim || e.param.empty())
+      continue;
+    auto it = byName.find(e.param);
+    if (it == byName.end() || !it->second->isParam())
+      throw Error("plan '" + path + "': optimizer state '" + e.name +
+                  "' belongs to '" + e.param + "', which is not a parameter "
+                  "of the plan");
+    const TensorSpec &p = it->second->type;
+    if (p.shape != e.type.shape || p.dtype != e.type.dtype)
+      throw Error("plan '" + path + "': optimizer state '" + e.name + "' is " +
+                  e.type.str() + " but its parameter '" + e.param + "' is " +
+                  p.str());
+  }
   for (const InputEntry &in : plan.inputs)
     if (in.slot < 0 || in.slot >= plan.numSlots)
       throw Error("plan '" + path + "': input '" + in.name +
@@ -99,6 +153,13 @@ static void validate(const Plan &plan, const std::string &path) {
       if (inst.hex.size() % 2 != 0 ||
           inst.hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
         fail(i, "constant bytes are not hex");
+      if (static_cast<int64_t>(inst.hex.size() / 2) !=
+          inst.type.numel() *
+              static_cast<int64_t>(c10::elementSize(inst.type.dtype)))
+        fail(i, "constant " + inst.type.str() + " holds " +
+                    std::to_string(inst.hex.size() / 2) + " bytes, expected " +
+                    std::to_string(inst.type.numel() *
+                                   c10::elementSize(inst.type.dtype)));
       break;
     case InstKind::Call: {
       for (int64_t r : inst.results)
@@ -145,6 +206,10 @@ static void validate(const Plan &plan, const std::string &path) {
       break;
     }
   }
+  if (plan.worldSize > kMaxWorldSize)
+    throw Error("plan '" + path + "': world size " +
+                std::to_string(plan.worldSize) + " is more than " +
+                std::to_string(kMaxWorldSize) + " ranks");
   if (plan.worldSize < 1 || plan.shardGroupSize < 1 ||
       plan.worldSize % plan.shardGroupSize != 0)
     throw Error("plan '" + path + "': shard-group size " +
@@ -156,13 +221,16 @@ static void validate(const Plan &plan, const std::string &path) {
       continue;
     if (e.shards != plan.shardGroupSize || e.padded % e.shards != 0 ||
         e.padded < e.numel || e.type.shape.size() != 1 ||
-        e.type.shape[0] * e.shards != e.padded)
+        e.padded / e.shards != e.type.shape[0])
       throw Error("plan '" + path + "': flat parameter '" + e.name +
                   "' has inconsistent sizes (numel " + std::to_string(e.numel) +
                   ", padded " + std::to_string(e.padded) + ", " +
                   std::to_string(e.shards) + " shards)");
+    if (e.padded > kMaxElements)
+      throw Error("plan '" + path + "': flat parameter '" + e.name +
+                  "' has more than 2^48 elements");
     for (const FlatMember &m : e.members) {
-      if (m.offset < 0 || m.offset + m.type.numel() > e.numel)
+      if (m.offset < 0 || m.offset > e.numel - m.type.numel())
         throw Error("plan '" + path + "': parameter '" + m.name +
                     "' lies outside its flat parameter '" + e.name + "'");
     }
@@ -308,6 +376,8 @@ Plan loadPlan(const std::string &path) {
     return plan;
   } catch (const json::exception &e) {
     throw Error("plan '" + path + "' is malformed: " + e.what());
+  } catch (const BadType &e) {
+    throw Error("plan '" + path + "': " + e.what());
   }
 }
 

@@ -21,8 +21,12 @@
 
 #include <arpa/inet.h>
 #include <csignal>
+#include <fcntl.h>
+#include <libgen.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,6 +38,7 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <optional>
 
 using namespace fsdp::runtime;
 
@@ -182,6 +187,9 @@ std::vector<at::Tensor> loadData(const Plan &plan, const std::string &path,
     available = t.size(0);
     data.push_back(t.contiguous());
   }
+  if (available == 0)
+    throw Error("data file '" + path + "' holds 0 steps (the first dimension "
+                "of each entry counts the steps)");
   if (steps < 0)
     steps = available < 0 ? 1 : available;
   else if (available >= 0 && steps > available)
@@ -224,6 +232,40 @@ void printProfile(const Plan &plan, const std::vector<double> &times,
                 total > 0 ? 100.0 * entry.first / total : 0.0);
 }
 
+/// An output file can be written: its directory exists and is writable,
+/// and it is not a directory. Checked before any work, so that a run never
+/// trains for nothing and fails at the end.
+void checkOutputPath(const char *flag, const std::string &path) {
+  if (path.empty())
+    return;
+  struct stat info;
+  if (::stat(path.c_str(), &info) == 0) {
+    if (S_ISDIR(info.st_mode))
+      throw Error(std::string(flag) + " '" + path + "' is a directory");
+    if (!S_ISREG(info.st_mode)) // a device or a pipe: written in place
+      return;
+  }
+  std::string copy = path;
+  std::string dir = ::dirname(copy.data());
+  if (::stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
+    throw Error(std::string(flag) + " '" + path + "': directory '" + dir +
+                "' does not exist");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw Error(std::string(flag) + " '" + path + "': cannot write in '" +
+                dir + "': " + std::strerror(errno));
+}
+
+/// What is checked before any rank starts: FSDP_RUN_TIMEOUT and, where
+/// they are written (rank 0, or the --nproc launcher), the outputs.
+void checkUpFront(const Options &o, bool writesOutputs) {
+  (void)collectiveTimeout();
+  if (!writesOutputs)
+    return;
+  checkOutputPath("--metrics", o.metrics);
+  checkOutputPath("--save", o.save);
+  checkOutputPath("--outputs", o.outputs);
+}
+
 /// A free TCP port on loopback for the local ranks' rendezvous.
 int freePort() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -240,13 +282,67 @@ int freePort() {
   return port;
 }
 
+/// The local ranks, for the signal handler (async-signal-safe reads).
+constexpr int kMaxLocalRanks = 4096;
+pid_t localRankPids[kMaxLocalRanks];
+volatile sig_atomic_t numLocalRanks = 0;
+volatile sig_atomic_t stopSignal = 0;
+
+/// SIGINT, SIGTERM, SIGHUP to the launcher: passed on to every rank; the
+/// launcher then waits for them and ends by the same signal.
+void forwardSignal(int sig) {
+  int saved = errno;
+  stopSignal = sig;
+  // A reaped rank's entry is 0: never kill(0) (the process group) or a pid
+  // the kernel may have given to another process.
+  for (sig_atomic_t i = 0; i < numLocalRanks; ++i)
+    if (localRankPids[i] > 0)
+      ::kill(localRankPids[i], sig);
+  errno = saved;
+}
+
+const char *signalName(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
+}
+
+/// This executable's own path, so that ranks keep its name in `ps`.
+std::string selfPath() {
+  std::vector<char> buffer(4096);
+  ssize_t n = ::readlink("/proc/self/exe", buffer.data(), buffer.size() - 1);
+  if (n <= 0)
+    return "/proc/self/exe";
+  return std::string(buffer.data(), static_cast<size_t>(n));
+}
+
 /// `--nproc N`: runs this command as N local ranks (the torchrun
-/// environment on loopback) and waits for them. The first rank that fails
-/// ends the others; its status is the launcher's.
-int launchLocalRanks(int64_t nproc, int argc, char **argv) {
+/// environment on loopback) and waits for them. The plan's world size and
+/// the outputs are checked first. A rank that fails ends the others; the
+/// launcher's status is that of the rank that failed first by itself (not
+/// one that stopped because of it). Ranks die with the launcher.
+int launchLocalRanks(const Options &o, int argc, char **argv) {
   if (std::getenv("RANK") || std::getenv("SLURM_PROCID"))
     throw Error("--nproc starts local ranks itself; it cannot run under a "
                 "launcher (RANK or SLURM_PROCID is set)");
+  int64_t nproc = o.nproc;
+  if (nproc > kMaxLocalRanks)
+    throw Error("--nproc " + std::to_string(nproc) + " is more than " +
+                std::to_string(kMaxLocalRanks) + " local ranks");
+  Plan plan = loadPlan(o.plan);
+  if (plan.worldSize != nproc)
+    throw Error("plan '" + o.plan + "' was compiled for " +
+                std::to_string(plan.worldSize) + " rank" +
+                (plan.worldSize == 1 ? "" : "s") + " but --nproc starts " +
+                std::to_string(nproc) + ": use --nproc " +
+                std::to_string(plan.worldSize) +
+                " or compile it again with --world-size " +
+                std::to_string(nproc));
+  try {
+    // Every call resolved and checked, once, before any rank starts.
+    Executor check(plan, nullptr);
+  } catch (const Error &e) {
+    throw Error("plan '" + o.plan + "': " + e.what());
+  }
+  checkUpFront(o, /*writesOutputs=*/true);
   std::vector<std::string> args;
   for (int i = 0; i < argc; ++i) {
     if (std::string(argv[i]) == "--nproc") {
@@ -255,14 +351,54 @@ int launchLocalRanks(int64_t nproc, int argc, char **argv) {
     }
     args.push_back(argv[i]);
   }
+  std::string exe = selfPath();
   std::string port = std::to_string(freePort());
+  pid_t launcher = ::getpid();
+  // Signals the launcher was started ignoring (nohup's SIGHUP) stay
+  // ignored, by it and by its ranks.
+  std::vector<int> forwarded;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    ::sigaction(sig, nullptr, &old);
+    if (old.sa_handler != SIG_IGN)
+      forwarded.push_back(sig);
+  }
+  struct sigaction action {};
+  action.sa_handler = forwardSignal;
+  ::sigemptyset(&action.sa_mask);
+  for (int sig : forwarded)
+    ::sigaction(sig, &action, nullptr);
+  // Signals wait while a rank is being started or reaped, so none is
+  // missed and none reaches a stale pid.
+  sigset_t stops, previous;
+  ::sigemptyset(&stops);
+  for (int sig : forwarded)
+    ::sigaddset(&stops, sig);
+  auto forget = [&](pid_t pid) {
+    ::sigprocmask(SIG_BLOCK, &stops, &previous);
+    for (sig_atomic_t i = 0; i < numLocalRanks; ++i)
+      if (localRankPids[i] == pid)
+        localRankPids[i] = 0;
+    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+  };
   std::map<pid_t, int64_t> ranks;
+  auto killAll = [&](int sig) {
+    for (const auto &[pid, r] : ranks)
+      ::kill(pid, sig);
+  };
   for (int64_t r = 0; r < nproc; ++r) {
+    ::sigprocmask(SIG_BLOCK, &stops, &previous);
     pid_t pid = ::fork();
-    if (pid < 0)
-      throw Error(std::string("cannot start rank ") + std::to_string(r) +
-                  ": " + std::strerror(errno));
     if (pid == 0) {
+      // Die with the launcher, however it ends.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != launcher)
+        std::_Exit(1);
+      struct sigaction plain {};
+      plain.sa_handler = SIG_DFL;
+      for (int sig : forwarded)
+        ::sigaction(sig, &plain, nullptr);
+      ::sigprocmask(SIG_SETMASK, &previous, nullptr);
       ::setenv("RANK", std::to_string(r).c_str(), 1);
       ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
       ::setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
@@ -273,52 +409,110 @@ int launchLocalRanks(int64_t nproc, int argc, char **argv) {
       for (std::string &a : args)
         cargs.push_back(a.data());
       cargs.push_back(nullptr);
-      ::execv("/proc/self/exe", cargs.data());
-      std::fprintf(stderr, "fsdp-run: cannot start rank %lld: %s\n",
-                   static_cast<long long>(r), std::strerror(errno));
+      ::execv(exe.c_str(), cargs.data());
+      printLineToStderr("fsdp-run: cannot start rank " + std::to_string(r) +
+                        ": " + std::strerror(errno));
       std::_Exit(127);
     }
-    ranks[pid] = r;
+    int forkError = errno;
+    if (pid > 0) {
+      ranks[pid] = r;
+      localRankPids[numLocalRanks] = pid;
+      numLocalRanks = numLocalRanks + 1;
+    }
+    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+    if (pid < 0 || stopSignal) {
+      // The ranks already started end with it.
+      killAll(pid < 0 ? SIGKILL : static_cast<int>(stopSignal));
+      while (!ranks.empty()) {
+        pid_t done = ::waitpid(-1, nullptr, 0);
+        if (done < 0 && errno != EINTR)
+          break;
+        forget(done);
+        ranks.erase(done);
+      }
+      if (pid < 0)
+        throw Error("cannot start rank " + std::to_string(r) + " of " +
+                    std::to_string(nproc) + ": " + std::strerror(forkError));
+      break;
+    }
   }
   int status = 0;
   int64_t failed = -1;
+  // The first rank to fail, and the first that failed by itself.
+  int64_t firstFailed = -1;
+  int firstStatus = 0;
+  bool escalated = false;
+  auto signalled = std::chrono::steady_clock::time_point::max();
+  std::optional<std::chrono::steady_clock::time_point> failedAt;
+  auto describe = [](int wstatus) {
+    return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+  };
   while (!ranks.empty()) {
     int wstatus = 0;
-    pid_t pid = ::waitpid(-1, &wstatus, 0);
-    if (pid < 0) {
-      if (errno == EINTR)
-        continue;
-      break;
+    pid_t pid = ::waitpid(-1, &wstatus, WNOHANG);
+    auto now = std::chrono::steady_clock::now();
+    if (stopSignal && signalled == std::chrono::steady_clock::time_point::max())
+      signalled = now;
+    // A rank that ignores the signal, or outlives a failed rank by 5 s,
+    // is killed.
+    if (!escalated && ((failedAt && now - *failedAt > std::chrono::seconds(5)) ||
+                       now - signalled > std::chrono::seconds(5))) {
+      killAll(SIGKILL);
+      escalated = true;
+    }
+    if (pid <= 0) {
+      if (pid < 0 && errno != EINTR)
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
     }
     auto it = ranks.find(pid);
     if (it == ranks.end())
       continue;
     int64_t rank = it->second;
     ranks.erase(it);
-    bool ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
-    if (ok || failed >= 0)
+    forget(pid);
+    if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)
       continue;
-    failed = rank;
-    status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
-    if (WIFSIGNALED(wstatus))
-      std::fprintf(stderr, "fsdp-run: rank %lld was killed by signal %d\n",
-                   static_cast<long long>(rank), WTERMSIG(wstatus));
-    // The others stop by themselves when they hear of it; make sure.
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (!ranks.empty() && std::chrono::steady_clock::now() < deadline) {
-      pid_t done = ::waitpid(-1, &wstatus, WNOHANG);
-      if (done > 0)
-        ranks.erase(done);
-      else
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (stopSignal)
+      continue; // the launcher's own signal ended it
+    // Killed by the launcher's own escalation: not a failure of its own.
+    if (escalated && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)
+      continue;
+    if (firstFailed < 0) {
+      firstFailed = rank;
+      firstStatus = describe(wstatus);
+      failedAt = now;
     }
-    for (const auto &[other, r] : ranks)
-      ::kill(other, SIGKILL);
+    bool byOther = WIFEXITED(wstatus) &&
+                   WEXITSTATUS(wstatus) == kStoppedByOtherRank;
+    if (failed < 0 && !byOther) {
+      failed = rank;
+      status = describe(wstatus);
+      if (WIFSIGNALED(wstatus))
+        printLineToStderr("fsdp-run: rank " + std::to_string(rank) +
+                          " was killed by signal " +
+                          std::to_string(WTERMSIG(wstatus)));
+    }
+  }
+  if (stopSignal) {
+    printLineToStderr(std::string("fsdp-run: stopped by ") +
+                      signalName(stopSignal) + "; all " +
+                      std::to_string(nproc) + " ranks stopped");
+    // End by the same signal, so the caller sees which.
+    ::signal(stopSignal, SIG_DFL);
+    ::raise(stopSignal);
+    return 128 + stopSignal;
+  }
+  if (failed < 0 && firstFailed >= 0) {
+    failed = firstFailed;
+    status = firstStatus;
   }
   if (failed >= 0)
-    std::fprintf(stderr, "fsdp-run: rank %lld failed (status %d); all %lld "
-                 "ranks stopped\n", static_cast<long long>(failed), status,
-                 static_cast<long long>(nproc));
+    printLineToStderr("fsdp-run: rank " + std::to_string(failed) +
+                      " failed (status " + std::to_string(status) + "); all " +
+                      std::to_string(nproc) + " ranks stopped");
   return failed >= 0 ? (status ? status : 1) : 0;
 }
 
@@ -347,15 +541,30 @@ void runRank(const Options &o, const RankInfo &info,
   int64_t steps = o.steps;
   std::vector<at::Tensor> data =
       loadData(plan, o.data, steps, info.rank, info.worldSize);
-  Executor executor(plan, comm.get());
+  std::optional<Executor> built;
+  try {
+    built.emplace(plan, comm.get());
+  } catch (const Error &e) {
+    throw Error("plan '" + o.plan + "': " + e.what());
+  }
+  Executor &executor = *built;
   if (o.profile)
     executor.enableProfiling();
   std::ofstream metrics;
   if (lead && !o.metrics.empty()) {
     metrics.open(o.metrics);
     if (!metrics)
-      throw Error("cannot write metrics file '" + o.metrics + "'");
+      throw Error("cannot write metrics file '" + o.metrics + "': " +
+                  std::strerror(errno));
   }
+  // Each line reaches the file as it is written, or the run stops.
+  auto writeMetrics = [&](const nlohmann::json &line) {
+    errno = 0;
+    metrics << line.dump() << std::endl;
+    if (!metrics)
+      throw Error("cannot write metrics file '" + o.metrics + "'" +
+                  (errno ? std::string(": ") + std::strerror(errno) : ""));
+  };
   std::vector<at::Tensor> outputs;
   int64_t peak = 0, gradBytes = 0;
   for (int64_t step = 0; step < steps; ++step) {
@@ -405,7 +614,7 @@ void runRank(const Options &o, const RankInfo &info,
                           {"peak_bytes", executor.peakBytes()}};
       line["loss"] = hasLoss ? nlohmann::json(loss) : nlohmann::json(nullptr);
       // One line per step, as it happens: others may follow the run.
-      metrics << line.dump() << std::endl;
+      writeMetrics(line);
     }
   }
   int64_t sharded = parameterAndOptimizerBytes(plan, state) + gradBytes;
@@ -415,7 +624,10 @@ void runRank(const Options &o, const RankInfo &info,
                            {"sharded_state_bytes", sharded},
                            {"model_bytes_read", modelBytesRead},
                            {"peak_bytes", peak}};
-    metrics << summary.dump() << "\n";
+    writeMetrics(summary);
+    metrics.close();
+    if (!metrics)
+      throw Error("cannot write metrics file '" + o.metrics + "'");
   }
   if (lead && info.worldSize > 1)
     std::printf("rank 0 holds %.2f MB of parameters, gradients and optimizer "
@@ -435,6 +647,9 @@ void runRank(const Options &o, const RankInfo &info,
       list.push_back(t);
     writeFileAtomically(o.outputs, torch::pickle_save(list));
   }
+  if (lead && (std::fflush(stdout) != 0 || std::ferror(stdout)))
+    throw Error(std::string("cannot write the progress to standard output: ") +
+                std::strerror(errno));
 }
 
 } // namespace
@@ -448,8 +663,9 @@ int main(int argc, char **argv) {
   std::string message;
   try {
     if (o.nproc > 0)
-      return launchLocalRanks(o.nproc, argc, argv);
+      return launchLocalRanks(o, argc, argv);
     info = rankInfoFromEnvironment();
+    checkUpFront(o, /*writesOutputs=*/info.rank == 0);
     runRank(o, info, comm);
     comm.reset(); // a clean end, with the other ranks
     return 0;
@@ -465,7 +681,7 @@ int main(int argc, char **argv) {
     if (!cause.empty()) {
       printLineToStderr("fsdp-run: rank " + std::to_string(info.rank) +
                         " stops: " + cause);
-      std::_Exit(1);
+      std::_Exit(kStoppedByOtherRank);
     }
     message = "rank " + std::to_string(info.rank) + ": " + message;
     if (comm)

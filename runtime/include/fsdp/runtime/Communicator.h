@@ -29,6 +29,15 @@ struct RankInfo {
   bool launched = false; // set by a launcher's environment
 };
 
+/// The exit status of a rank that stops because another rank failed: the
+/// launcher blames a rank whose status is anything else.
+constexpr int kStoppedByOtherRank = 3;
+
+/// How long a rendezvous or a collective may wait: FSDP_RUN_TIMEOUT, in
+/// seconds or with a unit (`90`, `90s`, `1500ms`, `10m`, `1h`); 600 s when
+/// unset. Anything else is an error naming the value.
+std::chrono::milliseconds collectiveTimeout();
+
 /// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
 /// MASTER_PORT (torchrun), or SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and
 /// SLURM_NTASKS_PER_NODE (Slurm, with MASTER_ADDR/MASTER_PORT); a single

@@ -19,6 +19,10 @@ namespace fsdp::runtime {
 /// The plan format version this runtime reads.
 constexpr int64_t kPlanFormatVersion = 3;
 
+/// The most ranks a plan can be compiled for (ranks are C ints, as in
+/// c10d and NCCL).
+constexpr int64_t kMaxWorldSize = 2147483647;
+
 /// A user-facing error: the message says what is wrong and where.
 struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
