@@ -86,6 +86,12 @@ std::optional<int64_t> parseInt(const YAML::Node &node,
   return value;
 }
 
+/// An fsdp_config key as today's Accelerate spells it: its early releases
+/// wrote them without the `fsdp_` prefix.
+std::string canonicalFsdpKey(llvm::StringRef key) {
+  return key.starts_with("fsdp_") ? key.str() : ("fsdp_" + key).str();
+}
+
 class Reader {
 public:
   explicit Reader(llvm::StringRef path) : path(path.str()) {}
@@ -123,8 +129,15 @@ private:
   llvm::Error readTopLevel(const YAML::Node &root, AccelerateConfig &config);
   llvm::Error readTopEntry(const Entry &entry, AccelerateConfig &config);
   llvm::Error readFsdpConfig(const Entry &section, AccelerateConfig &config);
+  /// What readFsdpConfig needs after reading every key.
+  struct FsdpState {
+    const Entry *sharding = nullptr, *policy = nullptr,
+                *minNumParams = nullptr, *reshardAfterForward = nullptr;
+  };
   llvm::Error readFsdpEntry(const Entry &entry, AccelerateConfig &config,
-                            const Entry *&transformerWrap);
+                            const Entry *&transformerWrap, FsdpState &state);
+  /// "PATH:LINE: NAME", where an entry was set.
+  std::string where(const Entry &entry) const;
   llvm::Error readWrapClasses(const Entry &entry,
                               std::vector<std::string> &classes) const;
 
@@ -427,12 +440,61 @@ llvm::Error Reader::readFsdpConfig(const Entry &section,
   llvm::SmallVector<Entry> entries;
   if (llvm::Error err = entriesOf(section.value, "fsdp_config", entries))
     return err;
+  // Accelerate's early releases wrote the keys without the `fsdp_` prefix
+  // (`min_num_params`, `sharding_strategy`, ...); both spellings mean the
+  // same, and one file may not give both.
+  llvm::StringMap<const Entry *> byCanonical;
+  for (const Entry &entry : entries) {
+    std::string canonical = canonicalFsdpKey(entry.keyName());
+    auto [seen, inserted] = byCanonical.try_emplace(canonical, &entry);
+    if (!inserted)
+      return error(entry.key.Mark(),
+                   entry.name + " and " + seen->second->name + " (line " +
+                       std::to_string(seen->second->key.Mark().line + 1) +
+                       ") are two spellings of one key: keep one");
+  }
   const Entry *transformerWrap = nullptr;
+  FsdpState state;
   for (const Entry &entry : entries) {
     if (entry.value.IsNull())
       continue;
-    if (llvm::Error err = readFsdpEntry(entry, config, transformerWrap))
+    if (llvm::Error err = readFsdpEntry(entry, config, transformerWrap, state))
       return err;
+  }
+  // Accelerate's releases before fsdp_auto_wrap_policy turned a positive
+  // min_num_params into size-based wrapping ("FSDP's minimum number of
+  // parameters for Default Auto Wrapping"); a file that still says only
+  // that gets it.
+  if (!config.autoWrap && state.minNumParams && config.minNumParams &&
+      *config.minNumParams > 0) {
+    config.autoWrap = "size";
+    config.autoWrapReason =
+        where(*state.minNumParams) + ": " + std::to_string(*config.minNumParams) +
+        " with no auto-wrap policy: size-based wrapping, as Accelerate's "
+        "default auto wrap";
+  } else if (config.autoWrap && state.policy) {
+    config.autoWrapReason = where(*state.policy) + ": " +
+                            state.policy->value.Scalar();
+  }
+  // FSDP2: reshard_after_forward is the sharding strategy's half that
+  // applies (true: FULL_SHARD, false: SHARD_GRAD_OP).
+  if (state.reshardAfterForward && config.fsdpVersion != 2)
+    return error(*state.reshardAfterForward,
+                 "an FSDP2 setting: it needs fsdp_version: 2");
+  if (state.reshardAfterForward) {
+    bool reshard = false;
+    if (llvm::Error err = readBool(*state.reshardAfterForward, reshard))
+      return err;
+    std::string sharding = reshard ? "FULL_SHARD" : "SHARD_GRAD_OP";
+    if (config.sharding && state.sharding && *config.sharding != sharding &&
+        !(*config.sharding == "HYBRID_SHARD" && reshard))
+      return error(*state.reshardAfterForward,
+                   std::string(reshard ? "true" : "false") +
+                       " contradicts " + state.sharding->name + " (line " +
+                       std::to_string(state.sharding->key.Mark().line + 1) +
+                       "): " + *config.sharding);
+    if (!config.sharding)
+      config.sharding = sharding;
   }
   // Accelerate falls back on a Transformers model's `_no_split_modules`;
   // fsdp-opt has no such list to fall back on.
@@ -445,9 +507,16 @@ llvm::Error Reader::readFsdpConfig(const Entry &section,
   return llvm::Error::success();
 }
 
+std::string Reader::where(const Entry &entry) const {
+  return path + ":" + std::to_string(entry.key.Mark().line + 1) + ": " +
+         entry.name;
+}
+
 llvm::Error Reader::readFsdpEntry(const Entry &entry, AccelerateConfig &config,
-                                  const Entry *&transformerWrap) {
-  llvm::StringRef key = entry.keyName();
+                                  const Entry *&transformerWrap,
+                                  FsdpState &state) {
+  std::string canonical = canonicalFsdpKey(entry.keyName());
+  llvm::StringRef key = canonical;
 
   if (key == "fsdp_sharding_strategy") {
     static const char *const kStrategies[] = {"FULL_SHARD", "SHARD_GRAD_OP",
@@ -458,6 +527,7 @@ llvm::Error Reader::readFsdpEntry(const Entry &entry, AccelerateConfig &config,
             parseInt(entry.value, /*allowQuoted=*/true)) {
       if (*number >= 1 && *number <= 4) {
         config.sharding = kStrategies[*number - 1];
+        state.sharding = &entry;
         return llvm::Error::success();
       }
       if (*number == 5)
@@ -467,6 +537,7 @@ llvm::Error Reader::readFsdpEntry(const Entry &entry, AccelerateConfig &config,
       const std::string &name = entry.value.Scalar();
       if (llvm::is_contained(kStrategies, name)) {
         config.sharding = name;
+        state.sharding = &entry;
         return llvm::Error::success();
       }
       // Accelerate spells torch's _HYBRID_SHARD_ZERO2 without the underscore.
@@ -494,6 +565,7 @@ llvm::Error Reader::readFsdpEntry(const Entry &entry, AccelerateConfig &config,
                           "or NO_WRAP, found " +
                               describe(entry.value));
     }
+    state.policy = &entry;
     return llvm::Error::success();
   }
 
@@ -502,6 +574,7 @@ llvm::Error Reader::readFsdpEntry(const Entry &entry, AccelerateConfig &config,
     if (llvm::Error err = readInt(entry, 0, value))
       return err;
     config.minNumParams = value;
+    state.minNumParams = &entry;
     return llvm::Error::success();
   }
 
@@ -517,6 +590,17 @@ llvm::Error Reader::readFsdpEntry(const Entry &entry, AccelerateConfig &config,
                       "NO_PREFETCH");
   if (key == "fsdp_forward_prefetch")
     return readFalse(entry, "the plan's schedule has no prefetch yet");
+  // FSDP1's rate limiter: the plan gathers one unit at a time, within any
+  // limit; without one (false) it would gather ahead, which it cannot yet.
+  if (key == "fsdp_limit_all_gathers") {
+    bool limit = true;
+    if (llvm::Error err = readBool(entry, limit))
+      return err;
+    if (!limit)
+      return notSupported(entry, "false",
+                          "the plan's schedule gathers one unit at a time");
+    return llvm::Error::success();
+  }
   if (key == "fsdp_offload_params")
     return readFalse(entry, "parameters stay on the device");
   if (key == "fsdp_activation_checkpointing")
@@ -537,17 +621,19 @@ llvm::Error Reader::readFsdpEntry(const Entry &entry, AccelerateConfig &config,
 
   if (key == "fsdp_version") {
     std::optional<int64_t> version = parseInt(entry.value);
-    if (version == 1)
-      return llvm::Error::success();
-    if (version == 2)
-      return notSupported(entry, "2", "FSDP2; use fsdp_version: 1");
-    return error(entry, "expected 1 or 2, found " + describe(entry.value));
+    if (version != 1 && version != 2)
+      return error(entry, "expected 1 or 2, found " + describe(entry.value));
+    config.fsdpVersion = *version;
+    return llvm::Error::success();
   }
-  if (key == "fsdp_reshard_after_forward")
-    return error(entry, "this FSDP2 setting is not supported yet (use "
-                        "fsdp_version: 1 and fsdp_sharding_strategy)");
+  // Read once fsdp_version is known, whatever the order of the keys.
+  if (key == "fsdp_reshard_after_forward") {
+    state.reshardAfterForward = &entry;
+    return llvm::Error::success();
+  }
 
-  return error(entry.key.Mark(), "unknown key '" + key + "' in fsdp_config");
+  return error(entry.key.Mark(),
+               "unknown key '" + entry.keyName() + "' in fsdp_config");
 }
 
 llvm::Error Reader::readWrapClasses(const Entry &entry,

@@ -1,5 +1,8 @@
 // RUN: fsdp-opt %s --fsdp-auto-wrap="policy=size min-num-params=100" | FileCheck %s --check-prefix=SIZE
 // RUN: fsdp-opt %s --fsdp-auto-wrap="policy=size min-num-params=300" | FileCheck %s --check-prefix=SIZE300
+// RUN: fsdp-opt %s --fsdp-auto-wrap="policy=size min-num-params=136" | FileCheck %s --check-prefix=EXACT
+// RUN: fsdp-opt %s --fsdp-auto-wrap="policy=size min-num-params=137" | FileCheck %s --check-prefix=ABOVE
+// RUN: fsdp-opt %s --fsdp-auto-wrap="policy=size min-num-params=200" | FileCheck %s --check-prefix=LIST
 // RUN: fsdp-opt %s --fsdp-auto-wrap="policy=class wrap-class=Block" | FileCheck %s --check-prefix=CLASS
 // RUN: fsdp-opt %s --fsdp-auto-wrap="policy=class wrap-class=models.Block,torch.nn.modules.linear.Linear" | FileCheck %s --check-prefix=NESTED
 // RUN: fsdp-opt %s --fsdp-auto-wrap="policy=modules wrap-module=blocks.1,head ignore-module=blocks.0.fc2" | FileCheck %s --check-prefix=MODULES
@@ -27,6 +30,19 @@ module attributes {fsdp.modules = [["", "models.Net"], ["blocks", "torch.nn.modu
 // SIZE: fsdp.param @blocks.1.fc1.weight {{.*}} {fsdp.unit = ""}
 // SIZE: fsdp.param @blocks.1.fc2.bias {{.*}} {fsdp.unit = ""}
 // SIZE: fsdp.param @head.bias {{.*}} {fsdp.unit = ""}
+
+// The boundary is FSDP's `>=`: blocks.0's 136 unwrapped parameters make a
+// unit at min_num_params 136, not at 137.
+// EXACT: fsdp.param @blocks.0.fc1.weight {{.*}} {fsdp.unit = "blocks.0"}
+// EXACT: fsdp.param @blocks.1.fc1.weight {{.*}} {fsdp.unit = ""}
+// ABOVE: fsdp.param @blocks.0.fc1.weight {{.*}} {fsdp.unit = ""}
+// ABOVE-NOT: fsdp.unit = "blocks
+
+// The ModuleList holds 208 >= 200 unwrapped parameters but is never a unit
+// (neither block reaches 200): the root takes them.
+// LIST-NOT: fsdp.unit = "blocks
+// LIST: fsdp.param @blocks.0.fc1.weight {{.*}} {fsdp.unit = ""}
+// LIST-NOT: fsdp.unit = "blocks
 
 // No module but the root reaches 300: one unit.
 // SIZE300-NOT: fsdp.unit = "{{[a-z]}}

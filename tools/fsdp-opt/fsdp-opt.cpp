@@ -151,6 +151,8 @@ struct FSDPSettings {
   int64_t worldSize = 1;
   int64_t shardGroupSize = 0;
   std::string autoWrap = "none";
+  std::string autoWrapReason; // which setting chose the rule
+  int64_t fsdpVersion = 1;    // an Accelerate file's fsdp_version
   int64_t minNumParams = 100000000;
   std::vector<std::string> wrapClasses, wrapModules, ignoreModules;
 };
@@ -175,6 +177,8 @@ static LogicalResult resolveFSDPSettings() {
       s.sharding = *config->sharding;
     if (config->autoWrap)
       s.autoWrap = *config->autoWrap;
+    s.autoWrapReason = config->autoWrapReason;
+    s.fsdpVersion = config->fsdpVersion;
     if (config->minNumParams)
       s.minNumParams = *config->minNumParams;
     s.wrapClasses = config->wrapClasses;
@@ -195,8 +199,14 @@ static LogicalResult resolveFSDPSettings() {
     s.worldSize = worldSizeFlag;
   if (given(shardGroupSizeFlag))
     s.shardGroupSize = shardGroupSizeFlag;
-  if (given(autoWrapFlag))
+  if (given(autoWrapFlag)) {
     s.autoWrap = autoWrapFlag;
+    s.autoWrapReason = "--auto-wrap " + s.autoWrap;
+  }
+  if (s.autoWrapReason.empty())
+    s.autoWrapReason = s.autoWrap == "none"
+                           ? "no auto-wrap policy: the root is the one unit"
+                           : "--auto-wrap " + s.autoWrap;
   if (given(minNumParamsFlag))
     s.minNumParams = minNumParamsFlag;
   if (given(wrapClassFlag))
@@ -264,10 +274,14 @@ static LogicalResult resolveFSDPSettings() {
 static void printFSDPSettings(llvm::raw_ostream &os) {
   const FSDPSettings &s = fsdpSettings;
   os << "sharding: " << s.sharding << "\n";
+  if (s.fsdpVersion == 2)
+    os << "fsdp-version: 2 (each unit a flat parameter, as FSDP1 lays it out; "
+          "the arithmetic is FSDP2's)\n";
   os << "world-size: " << s.worldSize << "\n";
   if (s.shardGroupSize)
     os << "shard-group-size: " << s.shardGroupSize << "\n";
   os << "auto-wrap: " << s.autoWrap << "\n";
+  os << "auto-wrap-rule: " << s.autoWrapReason << "\n";
   if (s.autoWrap == "size")
     os << "min-num-params: " << s.minNumParams << "\n";
   if (!s.wrapClasses.empty())
@@ -419,9 +433,18 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
     llvm::errs() << "error: " << error << "\n";
     return failure();
   }
-  if (fsdpReportFlag)
-    fsdp::printFSDPReport(*module, outputFilename == "-" ? llvm::errs()
-                                                         : llvm::outs());
+  if (fsdpReportFlag) {
+    llvm::raw_ostream &os =
+        outputFilename == "-" ? llvm::errs() : llvm::outs();
+    fsdp::printFSDPReport(*module, os);
+    const FSDPSettings &s = fsdpSettings;
+    os << "units chosen by: " << s.autoWrap;
+    if (s.autoWrap == "size")
+      os << " (min_num_params " << s.minNumParams << ")";
+    else if (s.autoWrap == "class")
+      os << " (" << llvm::join(s.wrapClasses, ",") << ")";
+    os << ", from " << s.autoWrapReason << "\n";
+  }
   TimingScope outputTiming = timing.nest("Output");
   if (emitKind == EmitKind::Plan) {
     // The whole training step when there is one, else the forward.

@@ -33,6 +33,12 @@ struct AccelerateConfig {
   std::vector<std::string> wrapClasses; // fsdp_transformer_layer_cls_to_wrap
   std::optional<int64_t> numProcesses;  // num_processes (the world size)
   std::optional<int64_t> numMachines;   // num_machines (nodes)
+  /// Which setting chose the auto-wrap rule, for --print-config and
+  /// --fsdp-report ("cfg.yaml:3: fsdp_config.min_num_params: 2000 with no
+  /// auto-wrap policy: size-based, as Accelerate's default auto wrap").
+  std::string autoWrapReason;
+  /// fsdp_version (1 or 2); 2 is compiled with FSDP1's flat parameters.
+  int64_t fsdpVersion = 1;
 };
 
 /// Reads `path`. Errors (llvm::StringError, inconvertibleErrorCode) name the
