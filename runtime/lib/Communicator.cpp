@@ -478,6 +478,21 @@ private:
   std::thread watchdog;
 };
 
+/// torchrun's agent (static rendezvous) already serves a store at
+/// MASTER_ADDR:MASTER_PORT and says so: every rank is then its client.
+bool usesAgentStore() {
+  const char *value = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  return value && std::string(value) == "True";
+}
+
+/// This run's keys: an agent's store outlives a restart of the ranks.
+std::string storePrefix() {
+  const char *run = std::getenv("TORCHELASTIC_RUN_ID");
+  const char *restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  return std::string("fsdp-run/") + (run ? run : "") + "/" +
+         (restart ? restart : "0");
+}
+
 c10::intrusive_ptr<c10d::ProcessGroupGloo>
 Gloo::makeGroup(const std::string &name, int rank, int size) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
@@ -502,7 +517,7 @@ Gloo::Gloo(const RankInfo &info, int shardGroupSize)
   auto deadline = std::chrono::steady_clock::now() + timeout;
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(info.masterPort);
-  options.isServer = info.rank == 0;
+  options.isServer = info.rank == 0 && !usesAgentStore();
   options.numWorkers = info.worldSize;
   // The ranks count themselves in below, within the same timeout.
   options.waitWorkers = false;
@@ -512,7 +527,9 @@ Gloo::Gloo(const RankInfo &info, int shardGroupSize)
     if (options.isServer)
       listen.emplace(info.masterAddr,
                      /*spansNodes=*/info.worldSize > info.localWorldSize);
-    store = c10::make_intrusive<c10d::TCPStore>(info.masterAddr, options);
+    store = c10::make_intrusive<c10d::PrefixStore>(
+        storePrefix(),
+        c10::make_intrusive<c10d::TCPStore>(info.masterAddr, options));
   } catch (const Error &) {
     throw;
   } catch (const std::exception &e) {
@@ -563,14 +580,16 @@ Gloo::Gloo(const RankInfo &info, int shardGroupSize)
 
 void Gloo::watch() {
   // Its own connection to the store: the main thread's may be busy.
-  c10::intrusive_ptr<c10d::TCPStore> client;
+  c10::intrusive_ptr<c10d::Store> client;
   try {
     c10d::TCPStoreOptions options;
     options.port = static_cast<std::uint16_t>(info.masterPort);
     options.isServer = false;
     options.waitWorkers = false;
     options.timeout = timeout;
-    client = c10::make_intrusive<c10d::TCPStore>(info.masterAddr, options);
+    client = c10::make_intrusive<c10d::PrefixStore>(
+        storePrefix(),
+        c10::make_intrusive<c10d::TCPStore>(info.masterAddr, options));
   } catch (...) {
     return;
   }
