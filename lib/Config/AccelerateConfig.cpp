@@ -92,6 +92,11 @@ std::string canonicalFsdpKey(llvm::StringRef key) {
   return key.starts_with("fsdp_") ? key.str() : ("fsdp_" + key).str();
 }
 
+/// The (1-based) line an entry's key is on.
+std::string lineOf(const Entry &entry) {
+  return std::to_string(entry.key.Mark().line + 1);
+}
+
 class Reader {
 public:
   explicit Reader(llvm::StringRef path) : path(path.str()) {}
@@ -135,7 +140,7 @@ private:
                 *minNumParams = nullptr, *reshardAfterForward = nullptr;
   };
   llvm::Error readFsdpEntry(const Entry &entry, AccelerateConfig &config,
-                            const Entry *&transformerWrap, FsdpState &state);
+                            FsdpState &state);
   /// "PATH:LINE: NAME", where an entry was set.
   std::string where(const Entry &entry) const;
   llvm::Error readWrapClasses(const Entry &entry,
@@ -450,15 +455,14 @@ llvm::Error Reader::readFsdpConfig(const Entry &section,
     if (!inserted)
       return error(entry.key.Mark(),
                    entry.name + " and " + seen->second->name + " (line " +
-                       std::to_string(seen->second->key.Mark().line + 1) +
+                       lineOf(*seen->second) +
                        ") are two spellings of one key: keep one");
   }
-  const Entry *transformerWrap = nullptr;
   FsdpState state;
   for (const Entry &entry : entries) {
     if (entry.value.IsNull())
       continue;
-    if (llvm::Error err = readFsdpEntry(entry, config, transformerWrap, state))
+    if (llvm::Error err = readFsdpEntry(entry, config, state))
       return err;
   }
   // Accelerate's releases before fsdp_auto_wrap_policy turned a positive
@@ -491,15 +495,15 @@ llvm::Error Reader::readFsdpConfig(const Entry &section,
       return error(*state.reshardAfterForward,
                    std::string(reshard ? "true" : "false") +
                        " contradicts " + state.sharding->name + " (line " +
-                       std::to_string(state.sharding->key.Mark().line + 1) +
+                       lineOf(*state.sharding) +
                        "): " + *config.sharding);
     if (!config.sharding)
       config.sharding = sharding;
   }
   // Accelerate falls back on a Transformers model's `_no_split_modules`;
   // fsdp-opt has no such list to fall back on.
-  if (transformerWrap && config.wrapClasses.empty())
-    return error(*transformerWrap,
+  if (config.autoWrap == "class" && config.wrapClasses.empty())
+    return error(*state.policy,
                  "TRANSFORMER_BASED_WRAP needs "
                  "fsdp_config.fsdp_transformer_layer_cls_to_wrap (fsdp-opt "
                  "cannot fall back on a Transformers model's "
@@ -508,12 +512,10 @@ llvm::Error Reader::readFsdpConfig(const Entry &section,
 }
 
 std::string Reader::where(const Entry &entry) const {
-  return path + ":" + std::to_string(entry.key.Mark().line + 1) + ": " +
-         entry.name;
+  return path + ":" + lineOf(entry) + ": " + entry.name;
 }
 
 llvm::Error Reader::readFsdpEntry(const Entry &entry, AccelerateConfig &config,
-                                  const Entry *&transformerWrap,
                                   FsdpState &state) {
   std::string canonical = canonicalFsdpKey(entry.keyName());
   llvm::StringRef key = canonical;
@@ -555,7 +557,6 @@ llvm::Error Reader::readFsdpEntry(const Entry &entry, AccelerateConfig &config,
       return err;
     if (value == "TRANSFORMER_BASED_WRAP") {
       config.autoWrap = "class";
-      transformerWrap = &entry;
     } else if (value == "SIZE_BASED_WRAP") {
       config.autoWrap = "size";
     } else if (value == "NO_WRAP") {

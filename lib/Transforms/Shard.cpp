@@ -16,7 +16,6 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
-#include <limits>
 
 namespace fsdp {
 #define GEN_PASS_DEF_SHARD
@@ -94,12 +93,10 @@ LogicalResult Shard::checkOptions(ModuleOp module) {
   if (worldSize < 1)
     return module.emitError("world size must be at least 1, found ")
            << int64_t(worldSize);
-  // Ranks are C ints in the runtime (as in c10d and NCCL).
-  constexpr int64_t maxRanks = std::numeric_limits<int32_t>::max();
-  if (worldSize > maxRanks || shardGroupSize > maxRanks)
+  if (worldSize > kMaxWorldSize || shardGroupSize > kMaxWorldSize)
     return module.emitError("world size ")
            << int64_t(worldSize) << " and shard-group size "
-           << int64_t(shardGroupSize) << " must be at most " << maxRanks
+           << int64_t(shardGroupSize) << " must be at most " << kMaxWorldSize
            << " ranks";
   if (strategy == Strategy::HybridShard) {
     if (shardGroupSize <= 0)

@@ -661,17 +661,8 @@ std::unique_ptr<Communicator> createGlooCommunicator(const RankInfo &info,
 
 void printLineToStderr(const std::string &line) {
   std::string text = line + "\n";
-  const char *data = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    ssize_t n = ::write(STDERR_FILENO, data, left);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return;
-    data += n;
-    left -= static_cast<size_t>(n);
-  }
+  // One write(2) where it fits: POSIX keeps it whole on a pipe.
+  writeAll(STDERR_FILENO, text.data(), text.size());
 }
 
 } // namespace fsdp::runtime

@@ -192,19 +192,8 @@ void writeFileAtomically(const std::string &path, const std::vector<char> &bytes
   int fd = ::mkstemp(tmp.data());
   if (fd < 0)
     throw Error("cannot write '" + path + "': " + std::strerror(errno));
-  bool ok = ::fchmod(fd, 0666 & ~processUmask()) == 0;
-  const char *data = bytes.data();
-  size_t left = bytes.size();
-  while (ok && left > 0) {
-    ssize_t n = ::write(fd, data, left);
-    if (n < 0 && errno == EINTR)
-      continue;
-    ok = n > 0;
-    if (ok) {
-      data += n;
-      left -= static_cast<size_t>(n);
-    }
-  }
+  bool ok = ::fchmod(fd, 0666 & ~processUmask()) == 0 &&
+            writeAll(fd, bytes.data(), bytes.size());
   // On disk before it replaces the target: whole or absent, even across a
   // crash of the machine.
   if (ok && ::fsync(fd) != 0)

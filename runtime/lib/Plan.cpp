@@ -4,6 +4,9 @@
 
 #include <c10/util/Exception.h>
 
+#include <cerrno>
+#include <unistd.h>
+
 #include <algorithm>
 #include <fstream>
 #include <map>
@@ -16,6 +19,19 @@ std::string firstLine(const std::exception &e) {
   const auto *torchError = dynamic_cast<const c10::Error *>(&e);
   std::string msg = torchError ? torchError->what_without_backtrace() : e.what();
   return msg.substr(0, msg.find('\n'));
+}
+
+bool writeAll(int fd, const char *data, size_t size) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
 }
 
 using nlohmann::json;
@@ -106,14 +122,11 @@ static void validate(const Plan &plan, const std::string &path) {
                 std::to_string(plan.numSlots) + " is not between 0 and the " +
                 std::to_string(definable) + " values its inputs and "
                 "instructions define");
-  std::set<std::string> names;
   std::map<std::string, const StateEntry *> byName;
-  for (const StateEntry &e : plan.state) {
-    if (!names.insert(e.name).second)
+  for (const StateEntry &e : plan.state)
+    if (!byName.emplace(e.name, &e).second)
       throw Error("plan '" + path + "': state '" + e.name +
                   "' is declared twice");
-    byName[e.name] = &e;
-  }
   // Optimizer state is shaped like the parameter (or the rank's shard of
   // the flat parameter) it belongs to.
   for (const StateEntry &e : plan.state) {
@@ -144,7 +157,7 @@ static void validate(const Plan &plan, const std::string &path) {
     switch (inst.kind) {
     case InstKind::Get:
     case InstKind::Update:
-      if (!names.count(inst.state))
+      if (!byName.count(inst.state))
         fail(i, "'" + inst.state + "' is not in the plan's state");
       checkSlot(i, inst.kind == InstKind::Get ? inst.result : inst.value);
       break;
@@ -192,7 +205,7 @@ static void validate(const Plan &plan, const std::string &path) {
     }
     case InstKind::AllGather:
     case InstKind::ReduceScatter:
-      if (!names.count(inst.state))
+      if (!byName.count(inst.state))
         fail(i, "unit '" + inst.state + "' is not in the plan's state");
       [[fallthrough]];
     case InstKind::AllReduce:

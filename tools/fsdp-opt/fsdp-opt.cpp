@@ -31,7 +31,6 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
-#include <limits>
 
 using namespace mlir;
 
@@ -221,16 +220,14 @@ static LogicalResult resolveFSDPSettings() {
     return error("--sharding " + s.sharding +
                  ": expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or "
                  "HYBRID_SHARD");
-  // Ranks are C ints in the runtime (as in c10d and NCCL).
-  constexpr int64_t maxRanks = std::numeric_limits<int32_t>::max();
   if (s.worldSize < 1)
     return error("--world-size must be at least 1, found " +
                  llvm::Twine(s.worldSize));
-  if (s.worldSize > maxRanks)
-    return error("--world-size must be at most " + llvm::Twine(maxRanks) +
+  if (s.worldSize > fsdp::kMaxWorldSize)
+    return error("--world-size must be at most " + llvm::Twine(fsdp::kMaxWorldSize) +
                  " (ranks are C ints), found " + llvm::Twine(s.worldSize));
-  if (s.shardGroupSize > maxRanks)
-    return error("--shard-group-size must be at most " + llvm::Twine(maxRanks) +
+  if (s.shardGroupSize > fsdp::kMaxWorldSize)
+    return error("--shard-group-size must be at most " + llvm::Twine(fsdp::kMaxWorldSize) +
                  ", found " + llvm::Twine(s.shardGroupSize));
   if (s.sharding == "HYBRID_SHARD") {
     // By default a shard group is one node's ranks.

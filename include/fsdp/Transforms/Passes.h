@@ -11,6 +11,10 @@
 
 namespace fsdp {
 
+/// The most ranks a plan can be compiled for: the runtime's ranks are C
+/// ints, as in c10d and NCCL.
+inline constexpr int64_t kMaxWorldSize = 2147483647;
+
 /// Marks the first op of the backward (the loss gradient's seed), set by
 /// fsdp-autodiff.
 inline constexpr llvm::StringLiteral kBackwardStartAttr = "fsdp.backward_start";

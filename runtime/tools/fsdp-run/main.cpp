@@ -255,6 +255,24 @@ void checkOutputPath(const char *flag, const std::string &path) {
                 dir + "': " + std::strerror(errno));
 }
 
+/// "plan 'P' was compiled for N ranks": what a world-size mismatch says.
+std::string compiledFor(const Plan &plan, const std::string &path) {
+  return "plan '" + path + "' was compiled for " +
+         std::to_string(plan.worldSize) + " rank" +
+         (plan.worldSize == 1 ? "" : "s");
+}
+
+/// The plan's executor: every call resolved and checked; an error names
+/// the plan file.
+Executor buildExecutor(const Plan &plan, const std::string &path,
+                       Communicator *comm) {
+  try {
+    return Executor(plan, comm);
+  } catch (const Error &e) {
+    throw Error("plan '" + path + "': " + e.what());
+  }
+}
+
 /// What is checked before any rank starts: FSDP_RUN_TIMEOUT and, where
 /// they are written (rank 0, or the --nproc launcher), the outputs.
 void checkUpFront(const Options &o, bool writesOutputs) {
@@ -329,19 +347,13 @@ int launchLocalRanks(const Options &o, int argc, char **argv) {
                 std::to_string(kMaxLocalRanks) + " local ranks");
   Plan plan = loadPlan(o.plan);
   if (plan.worldSize != nproc)
-    throw Error("plan '" + o.plan + "' was compiled for " +
-                std::to_string(plan.worldSize) + " rank" +
-                (plan.worldSize == 1 ? "" : "s") + " but --nproc starts " +
+    throw Error(compiledFor(plan, o.plan) + " but --nproc starts " +
                 std::to_string(nproc) + ": use --nproc " +
                 std::to_string(plan.worldSize) +
                 " or compile it again with --world-size " +
                 std::to_string(nproc));
-  try {
-    // Every call resolved and checked, once, before any rank starts.
-    Executor check(plan, nullptr);
-  } catch (const Error &e) {
-    throw Error("plan '" + o.plan + "': " + e.what());
-  }
+  // Every call resolved and checked, once, before any rank starts.
+  buildExecutor(plan, o.plan, nullptr);
   checkUpFront(o, /*writesOutputs=*/true);
   std::vector<std::string> args;
   for (int i = 0; i < argc; ++i) {
@@ -521,9 +533,7 @@ void runRank(const Options &o, const RankInfo &info,
              std::unique_ptr<Communicator> &comm) {
   Plan plan = loadPlan(o.plan);
   if (plan.worldSize != info.worldSize)
-    throw Error("plan '" + o.plan + "' was compiled for " +
-                std::to_string(plan.worldSize) + " rank" +
-                (plan.worldSize == 1 ? "" : "s") + " but runs on " +
+    throw Error(compiledFor(plan, o.plan) + " but runs on " +
                 std::to_string(info.worldSize) +
                 (plan.worldSize > 1 && !info.launched
                      ? ": start it with --nproc " +
@@ -541,13 +551,7 @@ void runRank(const Options &o, const RankInfo &info,
   int64_t steps = o.steps;
   std::vector<at::Tensor> data =
       loadData(plan, o.data, steps, info.rank, info.worldSize);
-  std::optional<Executor> built;
-  try {
-    built.emplace(plan, comm.get());
-  } catch (const Error &e) {
-    throw Error("plan '" + o.plan + "': " + e.what());
-  }
-  Executor &executor = *built;
+  Executor executor = buildExecutor(plan, o.plan, comm.get());
   if (o.profile)
     executor.enableProfiling();
   std::ofstream metrics;

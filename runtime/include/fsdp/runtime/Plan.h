@@ -32,6 +32,10 @@ struct Error : std::runtime_error {
 /// what an Error that wraps it quotes.
 std::string firstLine(const std::exception &e);
 
+/// Writes all `size` bytes to `fd` (again after EINTR and short writes);
+/// false with errno set when a write fails.
+bool writeAll(int fd, const char *data, size_t size);
+
 struct TensorSpec {
   std::vector<int64_t> shape;
   c10::ScalarType dtype;
