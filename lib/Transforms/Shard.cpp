@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/Analysis/StepAnalysis.h"
 #include "fsdp/Dialect/ATen/IR/ATenBuilder.h"
 #include "fsdp/Transforms/Passes.h"
 
@@ -15,6 +16,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
+
+#include <optional>
 
 
 namespace fsdp {
@@ -75,7 +78,7 @@ struct Shard : fsdp::impl::ShardBase<Shard> {
   int64_t groupSize = 1;
   func::FuncOp func;
   Block *body = nullptr;
-  llvm::DenseMap<Operation *, int64_t> position;
+  std::optional<StepOrder> order;
   llvm::DenseMap<StringAttr, GetOp> reads;   // parameter -> its fsdp.get
   llvm::DenseMap<StringAttr, GradOp> grads;  // parameter -> its fsdp.grad
   /// ATen views of a unit's parameters (through other views): the
@@ -137,13 +140,11 @@ LogicalResult Shard::checkOptions(ModuleOp module) {
 void Shard::gather(Unit &unit, ArrayRef<OpOperand *> uses, bool recompute) {
   if (uses.empty())
     return;
-  auto order = [&](OpOperand *use) {
-    return position.lookup(body->findAncestorOpInBlock(*use->getOwner()));
+  auto before = [&](OpOperand *a, OpOperand *b) {
+    return order->at(a->getOwner()) < order->at(b->getOwner());
   };
-  OpOperand *first = *llvm::min_element(
-      uses, [&](OpOperand *a, OpOperand *b) { return order(a) < order(b); });
-  OpOperand *last = *llvm::max_element(
-      uses, [&](OpOperand *a, OpOperand *b) { return order(a) < order(b); });
+  OpOperand *first = *llvm::min_element(uses, before);
+  OpOperand *last = *llvm::max_element(uses, before);
   Operation *firstOp = body->findAncestorOpInBlock(*first->getOwner());
   Operation *lastOp = body->findAncestorOpInBlock(*last->getOwner());
   Location loc = firstOp->getLoc();
@@ -219,11 +220,11 @@ void Shard::reduceGradients(Unit &unit) {
   for (ParamOp p : unit.members) {
     GradOp g = grads.lookup(p.getSymNameAttr());
     memberGrads.push_back(g);
-    if (!lastGrad || position.lookup(g) > position.lookup(lastGrad))
+    if (!lastGrad || order->at(g) > order->at(lastGrad))
       lastGrad = g;
   }
   Location loc = lastGrad.getLoc();
-  int64_t completedAt = position.lookup(lastGrad);
+  int64_t completedAt = order->at(lastGrad);
   OpBuilder builder(lastGrad);
   builder.setInsertionPointAfter(lastGrad);
   aten::ATenBuilder b(builder, loc);
@@ -298,11 +299,8 @@ LogicalResult Shard::run(ModuleOp module) {
     return module.emitError("no @train_step to shard (fsdp-append-loss and "
                             "fsdp-autodiff build it)");
   body = &func.getBody().front();
-  Operation *backwardStart = nullptr;
+  order.emplace(*body);
   for (Operation &op : *body) {
-    position[&op] = position.size();
-    if (op.hasAttr(kBackwardStartAttr) && !backwardStart)
-      backwardStart = &op;
     if (auto get = dyn_cast<GetOp>(op))
       reads.try_emplace(get.getNameAttr().getAttr(), get);
     if (auto grad = dyn_cast<GradOp>(op))
@@ -310,7 +308,7 @@ LogicalResult Shard::run(ModuleOp module) {
         return grad.emitOpError("is the second gradient of ")
                << grad.getParamAttr();
   }
-  if (!backwardStart || grads.empty())
+  if (!order->backwardStart() || grads.empty())
     return func.emitOpError("has no backward: run fsdp-autodiff before "
                             "fsdp-shard");
   if (!module.getOps<FlatParamOp>().empty())
@@ -355,8 +353,7 @@ LogicalResult Shard::run(ModuleOp module) {
     for (ParamOp p : unit->members)
       if (GetOp read = reads.lookup(p.getSymNameAttr()))
         for (Operation *user : read->getUsers())
-          first = std::min(first, position.lookup(
-                                      body->findAncestorOpInBlock(*user)));
+          first = std::min(first, order->at(user));
     ordered.push_back(unit);
   }
   llvm::stable_sort(ordered, [&](Unit *a, Unit *b) {
@@ -386,28 +383,27 @@ LogicalResult Shard::run(ModuleOp module) {
   // Views of one unit's parameters (a transposed weight) share its
   // gathered buffer: their uses count as uses of the unit, and the backward
   // takes the forward's again from its own gather.
-  int64_t backward = position.lookup(backwardStart);
-  llvm::DenseMap<Value, Unit *> unitOf;
-  for (Unit *unit : ordered)
+  for (Unit *unit : ordered) {
+    SmallVector<Value> memberReads;
     for (ParamOp p : unit->members)
       if (GetOp read = reads.lookup(p.getSymNameAttr()))
-        unitOf[read.getResult()] = unit;
-  for (Operation &op : *body) {
-    auto call = dyn_cast<aten::CallOp>(op);
-    if (!call || call.getMutates() || !aten::mayAlias(call.getOverload()))
-      continue;
-    Unit *from = call.getNumOperands() ? unitOf.lookup(call.getOperand(0))
-                                       : nullptr;
-    if (!from)
-      continue;
-    // The backward computes forward ones again; its own follow its reads.
-    if (position.lookup(&op) < backward)
-      derivedOps[from].push_back(call);
-    for (Value r : call.getResults()) {
-      derived.insert(r);
-      viewsOf[from].push_back(r);
-      unitOf[r] = from;
+        memberReads.push_back(read.getResult());
+    llvm::SetVector<Value> aliases = viewClosure(memberReads);
+    SmallVector<Operation *> forwardViews;
+    for (Value v : aliases.getArrayRef().drop_front(memberReads.size())) {
+      derived.insert(v);
+      viewsOf[unit].push_back(v);
+      // The backward computes forward ones again; its own follow its reads.
+      Operation *op = v.getDefiningOp();
+      if (order->phase(op) == Phase::Forward &&
+          (forwardViews.empty() || forwardViews.back() != op))
+        forwardViews.push_back(op);
     }
+    llvm::sort(forwardViews, [&](Operation *a, Operation *b) {
+      return order->at(a) < order->at(b);
+    });
+    forwardViews.erase(llvm::unique(forwardViews), forwardViews.end());
+    derivedOps[unit] = std::move(forwardViews);
   }
 
   // Gathers, views and frees.
@@ -415,9 +411,9 @@ LogicalResult Shard::run(ModuleOp module) {
     SmallVector<OpOperand *> forwardUses, backwardUses;
     auto collect = [&](Value v) {
       for (OpOperand &use : v.getUses()) {
-        int64_t at =
-            position.lookup(body->findAncestorOpInBlock(*use.getOwner()));
-        (at < backward ? forwardUses : backwardUses).push_back(&use);
+        (order->phase(use.getOwner()) == Phase::Forward ? forwardUses
+                                                        : backwardUses)
+            .push_back(&use);
       }
     };
     for (ParamOp p : unit->members)
@@ -464,7 +460,7 @@ LogicalResult Shard::run(ModuleOp module) {
     Location loc = grad.getLoc();
     auto ref = grad.getParamAttr();
     Value future = start.getResult();
-    finishers.emplace_back(position.lookup(grad), [=](OpBuilder &end) {
+    finishers.emplace_back(order->at(grad), [=](OpBuilder &end) {
       Value g = WaitOp::create(end, loc, type, future);
       GradOp::create(end, loc, ref, g);
     });

@@ -7,11 +7,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/Analysis/StepAnalysis.h"
 #include "fsdp/Dialect/ATen/IR/ATenBuilder.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/ADT/SetVector.h"
 
 namespace fsdp {
 #define GEN_PASS_DEF_VERIFYPLAN
@@ -101,13 +101,8 @@ LogicalResult VerifyPlan::checkFunction(func::FuncOp func) {
                "sequences");
   });
 
-  llvm::DenseMap<Operation *, int64_t> position;
-  for (Operation &op : body)
-    position[&op] = position.size();
-  auto at = [&](Operation *user) {
-    Operation *top = body.findAncestorOpInBlock(*user);
-    return top ? position.lookup(top) : -1;
-  };
+  StepOrder order(body);
+  auto at = [&](Operation *user) { return order.at(user); };
 
   for (Operation &op : body) {
     if (isCollectiveStart(&op)) {
@@ -122,7 +117,7 @@ LogicalResult VerifyPlan::checkFunction(func::FuncOp func) {
       for (OpOperand &use : input.getUses()) {
         Operation *user = use.getOwner();
         auto call = dyn_cast<aten::CallOp>(user);
-        if (!call || at(user) <= position.lookup(&op) || at(user) > waitAt)
+        if (!call || at(user) <= at(&op) || at(user) > waitAt)
           continue;
         aten::CallArgs args(call);
         if (auto mutates = call.getMutates())
@@ -178,20 +173,7 @@ LogicalResult VerifyPlan::checkFunction(func::FuncOp func) {
     // What shares its storage: its views, and ATen views of them (a
     // transposed weight).
     int64_t freedAt = at(frees.front());
-    llvm::SetVector<Value> aliases;
-    aliases.insert(buffer);
-    for (size_t i = 0; i < aliases.size(); ++i)
-      for (Operation *user : aliases[i].getUsers()) {
-        auto call = dyn_cast<aten::CallOp>(user);
-        bool view = isa<ViewOp>(user) ||
-                    (call && !call.getMutates() &&
-                     aten::mayAlias(call.getOverload()) &&
-                     call.getNumOperands() >= 1 &&
-                     call.getOperand(0) == aliases[i]);
-        if (view)
-          aliases.insert_range(user->getResults());
-      }
-    for (Value alias : aliases)
+    for (Value alias : viewClosure(buffer))
       for (Operation *user : alias.getUsers())
         if (!isa<FreeOp>(user) && at(user) > freedAt) {
           InFlightDiagnostic diag =

@@ -1,0 +1,82 @@
+//===- StepAnalysis.h - order, phase and aliasing in a step -----*- C++ -*-===//
+//
+// What the passes after fsdp-autodiff ask of a training step: where an op
+// runs (its position among the top-level ops of the step's body), in which
+// phase (forward, or the backward and the updates after it), and which values
+// share a tensor's storage (its views). One implementation, used by
+// fsdp-shard, the scheduling passes and fsdp-verify-plan.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_ANALYSIS_STEPANALYSIS_H
+#define FSDP_ANALYSIS_STEPANALYSIS_H
+
+#include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+
+#include "mlir/IR/Block.h"
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace fsdp {
+
+/// Where an op runs: before the loss gradient's seed, or from it on (the
+/// backward and the optimizer's updates, which follow the gradients).
+enum class Phase { Forward, Backward };
+
+/// Positions of the ops of a step's body, and its phases. Positions are
+/// those of the body when the analysis was built (or last recomputed): a
+/// pass that moves ops calls recompute() before asking again.
+class StepOrder {
+public:
+  explicit StepOrder(mlir::Block &body);
+
+  /// Numbers the body's ops again (after ops were moved, added or erased).
+  void recompute();
+
+  /// The position of `op`, or of its ancestor among the body's ops; -1 if
+  /// `op` is not in the body.
+  int64_t at(mlir::Operation *op) const;
+  /// The phase `op` runs in.
+  Phase phase(mlir::Operation *op) const {
+    return backward && at(op) >= at(backward) ? Phase::Backward
+                                              : Phase::Forward;
+  }
+  /// The first op of the backward (marked fsdp.backward_start), or null.
+  mlir::Operation *backwardStart() const { return backward; }
+  mlir::Block &getBody() const { return body; }
+
+private:
+  mlir::Block &body;
+  llvm::DenseMap<mlir::Operation *, int64_t> position;
+  mlir::Operation *backward = nullptr;
+};
+
+/// Whether `user`'s results share the storage of its operand `operand`: an
+/// fsdp.view of a buffer, or an ATen view (a non-writing op that may alias
+/// its first argument, such as aten::t or aten::view) of its first operand.
+bool isViewOf(mlir::Operation *user, mlir::Value operand);
+
+/// `roots` and every value that shares their storage through views (of
+/// views), in the order found: roots first.
+llvm::SetVector<mlir::Value> viewClosure(llvm::ArrayRef<mlir::Value> roots);
+
+/// One gather of a sharded unit's parameters for the forward or the
+/// backward: the read of the rank's shard, the all-gather's start, its wait
+/// and the free of the gathered buffer (null if never freed).
+struct Gather {
+  GetOp read;
+  AllGatherStartOp start;
+  WaitOp wait;
+  FreeOp free;
+  Phase phase;
+};
+
+/// The gathers of the step's body that bring sharded parameters to their
+/// uses, in start order. Not among them: the gathers of updated shards into
+/// a replicated flat parameter (OSS, SHARDED_DDP), which feed its update.
+llvm::SmallVector<Gather> collectGathers(const StepOrder &order);
+
+} // namespace fsdp
+
+#endif // FSDP_ANALYSIS_STEPANALYSIS_H

@@ -1,0 +1,69 @@
+//===- StepAnalysis.cpp - order, phase and aliasing in a step --------------===//
+
+#include "fsdp/Analysis/StepAnalysis.h"
+
+#include "fsdp/Dialect/ATen/IR/ATenDialect.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "fsdp/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace fsdp;
+
+StepOrder::StepOrder(Block &body) : body(body) { recompute(); }
+
+void StepOrder::recompute() {
+  position.clear();
+  backward = nullptr;
+  for (Operation &op : body) {
+    position[&op] = position.size();
+    if (!backward && op.hasAttr(kBackwardStartAttr))
+      backward = &op;
+  }
+}
+
+int64_t StepOrder::at(Operation *op) const {
+  Operation *top = op ? body.findAncestorOpInBlock(*op) : nullptr;
+  if (!top)
+    return -1;
+  auto it = position.find(top);
+  return it == position.end() ? -1 : it->second;
+}
+
+bool fsdp::isViewOf(Operation *user, Value operand) {
+  if (auto view = dyn_cast<ViewOp>(user))
+    return view.getBuffer() == operand;
+  auto call = dyn_cast<aten::CallOp>(user);
+  return call && !call.getMutates() && aten::mayAlias(call.getOverload()) &&
+         call.getNumOperands() >= 1 && call.getOperand(0) == operand;
+}
+
+llvm::SetVector<Value> fsdp::viewClosure(ArrayRef<Value> roots) {
+  llvm::SetVector<Value> aliases;
+  aliases.insert_range(roots);
+  for (size_t i = 0; i < aliases.size(); ++i)
+    for (Operation *user : aliases[i].getUsers())
+      if (isViewOf(user, aliases[i]))
+        aliases.insert_range(user->getResults());
+  return aliases;
+}
+
+SmallVector<Gather> fsdp::collectGathers(const StepOrder &order) {
+  SmallVector<Gather> gathers;
+  for (auto start : order.getBody().getOps<AllGatherStartOp>()) {
+    auto read = start.getShard().getDefiningOp<GetOp>();
+    Value future = start.getResult();
+    if (!read || !future.hasOneUse())
+      continue;
+    auto wait = dyn_cast<WaitOp>(*future.getUsers().begin());
+    if (!wait || !llvm::none_of(wait->getUsers(), [](Operation *user) {
+          return isa<UpdateOp>(user);
+        }))
+      continue;
+    FreeOp free;
+    for (Operation *user : wait->getUsers())
+      if (auto f = dyn_cast<FreeOp>(user))
+        free = f;
+    gathers.push_back({read, start, wait, free, order.phase(start)});
+  }
+  return gathers;
+}
