@@ -1,13 +1,16 @@
 """Step time and per-rank memory of fsdp-run beside PyTorch DDP at 1, 2, 4 ranks, CPU.
 
     /usr/bin/python3 bench/scale/bench_scale.py [--steps 20] [--warmup 3] [--ranks 1,2,4]
-        [--sharding FULL_SHARD,OSS,SHARDED_DDP] [--threads 1] [--batch 8] [--d-model 128] [--n-layer 4] [--n-head 4]
+        [--sharding FULL_SHARD,OSS,SHARDED_DDP] [--schedules BACKWARD_PRE] [--threads 1] [--batch 8] [--d-model 128] [--n-layer 4] [--n-head 4]
         [--max-len 64] [--vocab 512]
 
 Writes --steps random global batches and, for each rank count W: exports
 the GPT fixture (traced, its input specs one rank's batch, --batch / W),
 compiles its training step with fsdp-opt (AdamW, cross-entropy, each
-strategy of --sharding, one FSDP unit per GPTBlock), runs it with `fsdp-run --nproc W`, and runs the
+strategy of --sharding, one FSDP unit per GPTBlock, each schedule of
+--schedules: NO_PREFETCH, BACKWARD_PRE or BACKWARD_POST, +FORWARD for
+--forward-prefetch, +NOLIMIT for --limit-all-gathers 0), runs it with
+`fsdp-run --nproc W`, and runs the
 same steps with W PyTorch DDP processes over Gloo (the original nn.Module
 with the exported weights). Rank r takes the r-th contiguous slice of each
 global batch in both; every rank uses --threads threads.
@@ -121,15 +124,25 @@ def run_ddp(world, model_path, data_path, kw, args, tmp):
         return json.load(f)
 
 
-def run_fsdp(world, sharding, model_path, data_path, args, tmp):
+def schedule_flags(schedule):
+    """fsdp-opt's flags for a schedule name such as BACKWARD_PRE+FORWARD."""
+    prefetch, *extra = schedule.split("+")
+    flags = ["--backward-prefetch", prefetch]
+    for e in extra:
+        flags += {"FORWARD": ["--forward-prefetch"], "NOLIMIT": ["--limit-all-gathers", "0"]}[e]
+    return flags
+
+
+def run_fsdp(world, sharding, schedule, model_path, data_path, args, tmp):
     """fsdp-opt + fsdp-run at `world` ranks: median step ms, sharded state
     bytes and peak bytes (None where the metrics lack them), per-step losses."""
-    plan = os.path.join(tmp, f"gpt{world}.{sharding}.plan")
-    metrics = os.path.join(tmp, f"gpt{world}.{sharding}.jsonl")
+    plan = os.path.join(tmp, f"gpt{world}.{sharding}.{schedule}.plan")
+    metrics = os.path.join(tmp, f"gpt{world}.{sharding}.{schedule}.jsonl")
     compile_cmd = [os.path.join(args.bin, "fsdp-opt"), model_path, "--loss", "cross_entropy",
                    "--optimizer", OPTIM.optimizer, "--lr", str(OPTIM.lr),
                    "--world-size", str(world), "--sharding", sharding,
-                   "--auto-wrap", "class", "--wrap-class", WRAP_CLASS]
+                   "--auto-wrap", "class", "--wrap-class", WRAP_CLASS,
+                   *schedule_flags(schedule)]
     run_cmd = [os.path.join(args.bin, "fsdp-run"), plan, "--model", model_path,
                "--data", data_path, "--steps", str(args.steps), "--metrics", metrics,
                "--threads", str(args.threads), "--nproc", str(world)]
@@ -195,6 +208,9 @@ def main():
     p.add_argument("--ranks", default="1,2,4", help="rank counts, comma-separated")
     p.add_argument("--sharding", default="FULL_SHARD,OSS,SHARDED_DDP",
                    help="fsdp-run's strategies, comma-separated")
+    p.add_argument("--schedules", default="BACKWARD_PRE",
+                   help="all-gather schedules, comma-separated (e.g. NO_PREFETCH,"
+                   "BACKWARD_PRE+FORWARD)")
     p.add_argument("--threads", type=int, default=1, help="threads per rank")
     p.add_argument("--batch", type=int, default=8, help="global batch")
     p.add_argument("--d-model", type=int, default=128)
@@ -222,19 +238,20 @@ def main():
         print(f"gpt {kw}, global batch {args.batch}, AdamW, {args.threads} thread(s) per rank "
               f"on {os.cpu_count()} cores, median of steps {args.warmup + 1}-{args.steps} "
               "on rank 0")
-        print("\n| ranks | strategy | fsdp-run step ms | DDP step ms | ratio | fsdp-run "
+        print("\n| ranks | strategy | schedule | fsdp-run step ms | DDP step ms | ratio | fsdp-run "
               "sharded state MiB/rank | fsdp-run peak MiB/rank | DDP params+grads+optim "
               "MiB/rank | fsdp-run model MiB read/rank | DDP model MiB loaded/rank |")
-        print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         notes = []
         for w in ranks:
             # fsdp-opt's input specs are one rank's batch; the data holds all ranks'.
             model_path = export(kw, args.batch // w, os.path.join(tmp, f"gpt{w}.pt"))
             ddp = run_ddp(w, model_path, data_path, kw, args, tmp)
-            for sharding in args.sharding.split(","):
+            for sharding, schedule in [(s, c) for s in args.sharding.split(",")
+                                       for c in args.schedules.split(",")]:
                 ours = {}
                 try:
-                    ours = run_fsdp(w, sharding, model_path, data_path, args, tmp)
+                    ours = run_fsdp(w, sharding, schedule, model_path, data_path, args, tmp)
                 except subprocess.CalledProcessError as e:
                     notes.append(f"{w} ranks, {sharding}: {os.path.basename(e.cmd[0])} "
                                  f"exited {e.returncode}")
@@ -244,7 +261,7 @@ def main():
                     notes.append(f"{w} ranks, {sharding}: {mismatch}")
                 ms = "n/a" if not ours else f"{ours['step_ms']:.2f}"
                 ratio = "n/a" if not ours else f"{ours['step_ms'] / ddp['step_ms']:.2f}"
-                print(f"| {w} | {sharding} | {ms} | {ddp['step_ms']:.2f} | {ratio} | "
+                print(f"| {w} | {sharding} | {schedule} | {ms} | {ddp['step_ms']:.2f} | {ratio} | "
                       f"{mib(ours.get('sharded_bytes'))} | {mib(ours.get('peak_bytes'))} | "
                       f"{mib(ddp['state_bytes'])} | {mib(ours.get('read_bytes'))} | "
                       f"{mib(ddp['loaded_bytes'])} |", flush=True)

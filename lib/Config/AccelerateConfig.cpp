@@ -137,7 +137,8 @@ private:
   /// What readFsdpConfig needs after reading every key.
   struct FsdpState {
     const Entry *sharding = nullptr, *policy = nullptr,
-                *minNumParams = nullptr, *reshardAfterForward = nullptr;
+                *minNumParams = nullptr, *reshardAfterForward = nullptr,
+                *backwardPrefetch = nullptr;
   };
   llvm::Error readFsdpEntry(const Entry &entry, AccelerateConfig &config,
                             FsdpState &state);
@@ -480,6 +481,9 @@ llvm::Error Reader::readFsdpConfig(const Entry &section,
     config.autoWrapReason = where(*state.policy) + ": " +
                             state.policy->value.Scalar();
   }
+  // FSDP2 prefetches the next unit in the backward by itself.
+  if (!state.backwardPrefetch && config.fsdpVersion == 2)
+    config.backwardPrefetch = "BACKWARD_PRE";
   // FSDP2: reshard_after_forward is the sharding strategy's half that
   // applies (true: FULL_SHARD, false: SHARD_GRAD_OP).
   if (state.reshardAfterForward && config.fsdpVersion != 2)
@@ -584,22 +588,27 @@ llvm::Error Reader::readFsdpEntry(const Entry &entry, AccelerateConfig &config,
 
   // fsdp_backward_prefetch_policy is the older spelling.
   if (key == "fsdp_backward_prefetch" ||
-      key == "fsdp_backward_prefetch_policy")
-    return readChoice(entry, {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"},
-                      "NO_PREFETCH",
-                      "the plan's schedule has no prefetch yet; use "
-                      "NO_PREFETCH");
+      key == "fsdp_backward_prefetch_policy") {
+    std::string value;
+    if (llvm::Error err = readScalar(entry, value))
+      return err;
+    if (value != "BACKWARD_PRE" && value != "BACKWARD_POST" &&
+        value != "NO_PREFETCH")
+      return error(entry, "expected BACKWARD_PRE, BACKWARD_POST or "
+                          "NO_PREFETCH, found " +
+                              describe(entry.value));
+    config.backwardPrefetch = value;
+    state.backwardPrefetch = &entry;
+    return llvm::Error::success();
+  }
   if (key == "fsdp_forward_prefetch")
-    return readFalse(entry, "the plan's schedule has no prefetch yet");
-  // FSDP1's rate limiter: the plan gathers one unit at a time, within any
-  // limit; without one (false) it would gather ahead, which it cannot yet.
+    return readBool(entry, config.forwardPrefetch);
+  // FSDP1's rate limiter: two gathered buffers at most when true.
   if (key == "fsdp_limit_all_gathers") {
     bool limit = true;
     if (llvm::Error err = readBool(entry, limit))
       return err;
-    if (!limit)
-      return notSupported(entry, "false",
-                          "the plan's schedule gathers one unit at a time");
+    config.limitAllGathers = limit ? 2 : 0;
     return llvm::Error::success();
   }
   if (key == "fsdp_offload_params")

@@ -60,6 +60,14 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
   shard.shardGroupSize = options.shardGroupSize;
   pm.addPass(createShard(shard));
   addOptimizer(pm, options);
+  PrefetchOptions prefetch;
+  prefetch.backwardPrefetch = options.backwardPrefetch;
+  prefetch.forwardPrefetch = options.forwardPrefetch;
+  pm.addPass(createPrefetch(prefetch));
+  LimitAllGathersOptions limit;
+  limit.limit = options.limitAllGathers;
+  pm.addPass(createLimitAllGathers(limit));
+  pm.addPass(createApplySchedule());
   pm.addPass(createVerifyPlan());
 }
 
@@ -74,8 +82,9 @@ void fsdp::registerTransformsPassesAndPipelines() {
       "fsdp-fully-shard",
       "The training step, fully sharded as PyTorch FSDP shards it: loss, "
       "reverse-mode differentiation, auto-wrap, flat parameters and "
-      "collectives, the optimizer on each rank's shards, verification "
-      "(fsdp-append-loss, fsdp-autodiff, fsdp-auto-wrap, fsdp-shard, "
-      "fsdp-optimizer, fsdp-verify-plan)",
+      "collectives, the optimizer on each rank's shards, the all-gathers' "
+      "schedule, verification (fsdp-append-loss, fsdp-autodiff, "
+      "fsdp-auto-wrap, fsdp-shard, fsdp-optimizer, fsdp-prefetch, "
+      "fsdp-limit-all-gathers, fsdp-apply-schedule, fsdp-verify-plan)",
       buildFSDPPipeline);
 }

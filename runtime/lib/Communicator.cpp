@@ -229,6 +229,7 @@ class Ready : public Pending {
 public:
   explicit Ready(at::Tensor t) : tensor(std::move(t)) {}
   at::Tensor wait() override { return tensor; }
+  at::Tensor buffer() const override { return tensor; }
 
 private:
   at::Tensor tensor;
@@ -282,8 +283,11 @@ std::string seconds(std::chrono::milliseconds t) {
 class GlooPending : public Pending {
 public:
   GlooPending(c10::intrusive_ptr<c10d::Work> work,
-              std::function<at::Tensor()> finish)
-      : work(std::move(work)), finish(std::move(finish)) {}
+              std::function<at::Tensor()> finish,
+              at::Tensor output = at::Tensor())
+      : work(std::move(work)), finish(std::move(finish)),
+        output(std::move(output)) {}
+  at::Tensor buffer() const override { return output; }
   at::Tensor wait() override {
     try {
       work->wait();
@@ -297,6 +301,7 @@ public:
 private:
   c10::intrusive_ptr<c10d::Work> work;
   std::function<at::Tensor()> finish;
+  at::Tensor output;
 };
 
 class Gloo : public Communicator {
@@ -334,14 +339,16 @@ public:
     int n = groupSize(group);
     if (n == 1)
       return std::make_unique<Ready>(shard.clone());
-    std::vector<std::vector<at::Tensor>> outputs(1);
-    for (int i = 0; i < n; ++i)
-      outputs[0].push_back(at::empty_like(shard));
+    // One buffer, written in place by the gather: rank i's shard is its
+    // i-th chunk.
+    std::vector<int64_t> sizes = shard.sizes().vec();
+    sizes[0] *= n;
+    at::Tensor output = at::empty(sizes, shard.options());
+    std::vector<std::vector<at::Tensor>> outputs{output.chunk(n)};
     std::vector<at::Tensor> inputs{shard.contiguous()};
     auto work = pg(group)->allgather(outputs, inputs);
-    auto parts = outputs[0];
     return std::make_unique<GlooPending>(
-        work, [parts]() { return at::cat(parts, 0); });
+        work, [output]() { return output; }, output);
   }
 
   std::unique_ptr<Pending> reduceScatter(const at::Tensor &full,

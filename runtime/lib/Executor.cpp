@@ -533,6 +533,9 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
       break;
     case InstKind::AllGather:
       futures[inst.result] = comm->allGather(slots[inst.input], inst.group);
+      // The gathered buffer exists (and counts) from the start: a prefetched
+      // gather holds it while the compute before its wait runs.
+      set(inst.result, futures[inst.result]->buffer());
       break;
     case InstKind::ReduceScatter:
       futures[inst.result] =

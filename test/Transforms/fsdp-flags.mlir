@@ -16,6 +16,10 @@
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap class --wrap-class Block --wrap-module a 2>&1 | FileCheck %s --check-prefix=WRAPMODULE
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap modules -o %t.out 2>&1 | FileCheck %s --check-prefix=NOMODULE
 // RUN: not test -e %t.out
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --backward-prefetch BACKWARD 2>&1 | FileCheck %s --check-prefix=PREFETCH
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --limit-all-gathers -1 2>&1 | FileCheck %s --check-prefix=LIMIT
+// PREFETCH: error: --backward-prefetch BACKWARD: expected BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH
+// LIMIT: error: --limit-all-gathers must not be negative (0: no limit), found -1
 // NOLOSS: error: FSDP options need --loss: what is sharded is the training step
 // SHARDING: error: --sharding ZERO3: expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, OSS or SHARDED_DDP
 // WORLD: error: --world-size must be at least 1, found 0

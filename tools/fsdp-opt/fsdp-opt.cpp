@@ -128,6 +128,25 @@ static llvm::cl::list<std::string> ignoreModuleFlag(
     llvm::cl::desc("A module whose parameters stay unsharded and replicated "
                    "(FSDP's ignored_modules); repeatable"),
     llvm::cl::value_desc("PATH"), llvm::cl::cat(fsdpCategory));
+static llvm::cl::opt<std::string> backwardPrefetchFlag(
+    "backward-prefetch",
+    llvm::cl::desc("When the backward's next all-gather starts: "
+                   "BACKWARD_PRE (default: before the current unit's "
+                   "gradient computation), BACKWARD_POST (after it, once "
+                   "the current unit is freed) or NO_PREFETCH"),
+    llvm::cl::init("BACKWARD_PRE"), llvm::cl::cat(fsdpCategory));
+static llvm::cl::opt<bool> forwardPrefetchFlag(
+    "forward-prefetch",
+    llvm::cl::desc("Start the next unit's forward all-gather before the "
+                   "current unit's forward computation"),
+    llvm::cl::init(false), llvm::cl::cat(fsdpCategory));
+static llvm::cl::opt<int64_t> limitAllGathersFlag(
+    "limit-all-gathers",
+    llvm::cl::desc("Most gathered buffers in flight or alive when a "
+                   "prefetched all-gather starts (default 2, as FSDP1's "
+                   "limit_all_gathers; 0: no limit)"),
+    llvm::cl::value_desc("N"), llvm::cl::init(2),
+    llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<std::string> configFlag(
     "config",
     llvm::cl::desc("An Accelerate config file (fsdp_config keys and "
@@ -155,6 +174,9 @@ struct FSDPSettings {
   int64_t fsdpVersion = 1;    // an Accelerate file's fsdp_version
   int64_t minNumParams = 100000000;
   std::vector<std::string> wrapClasses, wrapModules, ignoreModules;
+  std::string backwardPrefetch = "BACKWARD_PRE";
+  bool forwardPrefetch = false;
+  int64_t limitAllGathers = 2;
 };
 static FSDPSettings fsdpSettings;
 
@@ -184,13 +206,17 @@ static LogicalResult resolveFSDPSettings() {
     s.wrapClasses = config->wrapClasses;
     if (config->numProcesses)
       s.worldSize = *config->numProcesses;
+    s.backwardPrefetch = config->backwardPrefetch;
+    s.forwardPrefetch = config->forwardPrefetch;
+    s.limitAllGathers = config->limitAllGathers;
     numMachines = config->numMachines.value_or(0);
   }
   for (const llvm::cl::Option *o : std::initializer_list<const llvm::cl::Option *>{
            &worldSizeFlag, &shardingFlag, &shardGroupSizeFlag, &autoWrapFlag,
            &minNumParamsFlag, std::addressof(wrapClassFlag),
            std::addressof(wrapModuleFlag), std::addressof(ignoreModuleFlag),
-           &fsdpReportFlag})
+           &fsdpReportFlag, &backwardPrefetchFlag, &forwardPrefetchFlag,
+           &limitAllGathersFlag})
     if (given(*o))
       s.enabled = true;
   if (given(shardingFlag))
@@ -213,8 +239,22 @@ static LogicalResult resolveFSDPSettings() {
     s.wrapClasses.assign(wrapClassFlag.begin(), wrapClassFlag.end());
   s.wrapModules.assign(wrapModuleFlag.begin(), wrapModuleFlag.end());
   s.ignoreModules.assign(ignoreModuleFlag.begin(), ignoreModuleFlag.end());
+  if (given(backwardPrefetchFlag))
+    s.backwardPrefetch = backwardPrefetchFlag;
+  if (given(forwardPrefetchFlag))
+    s.forwardPrefetch = forwardPrefetchFlag;
+  if (given(limitAllGathersFlag))
+    s.limitAllGathers = limitAllGathersFlag;
   if (!s.enabled)
     return success();
+
+  if (!fsdp::isBackwardPrefetch(s.backwardPrefetch))
+    return error("--backward-prefetch " + s.backwardPrefetch + ": expected " +
+                 fsdp::kBackwardPrefetchValues);
+  if (s.limitAllGathers < 0)
+    return error("--limit-all-gathers must not be negative (0: no limit), "
+                 "found " +
+                 llvm::Twine(s.limitAllGathers));
 
   if (!fsdp::isShardingStrategy(s.sharding))
     return error("--sharding " + s.sharding + ": expected " +
@@ -286,6 +326,11 @@ static void printFSDPSettings(llvm::raw_ostream &os) {
     os << "wrap-module: " << llvm::join(s.wrapModules, ",") << "\n";
   if (!s.ignoreModules.empty())
     os << "ignore-module: " << llvm::join(s.ignoreModules, ",") << "\n";
+  os << "backward-prefetch: " << s.backwardPrefetch << "\n";
+  os << "forward-prefetch: " << (s.forwardPrefetch ? "true" : "false")
+     << "\n";
+  os << "limit-all-gathers: " << s.limitAllGathers
+     << (s.limitAllGathers == 0 ? " (no limit)" : "") << "\n";
 }
 
 static llvm::cl::opt<bool> listGradientRules(
@@ -368,6 +413,9 @@ static void addTrainStep(PassManager &pm) {
   options.wrapClasses = s.wrapClasses;
   options.wrapModules = s.wrapModules;
   options.ignoreModules = s.ignoreModules;
+  options.backwardPrefetch = s.backwardPrefetch;
+  options.forwardPrefetch = s.forwardPrefetch;
+  options.limitAllGathers = s.limitAllGathers;
   fsdp::buildFSDPPipeline(pm, options);
 }
 

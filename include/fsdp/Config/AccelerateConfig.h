@@ -39,6 +39,15 @@ struct AccelerateConfig {
   std::string autoWrapReason;
   /// fsdp_version (1 or 2); 2 is compiled with FSDP1's flat parameters.
   int64_t fsdpVersion = 1;
+  /// fsdp_backward_prefetch: BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH.
+  /// Without the key, Accelerate passes no prefetch to FSDP1
+  /// (NO_PREFETCH); FSDP2 prefetches one unit in the backward
+  /// (BACKWARD_PRE).
+  std::string backwardPrefetch = "NO_PREFETCH";
+  bool forwardPrefetch = false; // fsdp_forward_prefetch
+  /// fsdp_limit_all_gathers: FSDP1's rate limiter, 2 buffers (true, the
+  /// default) or none (false: 0).
+  int64_t limitAllGathers = 2;
 };
 
 /// Reads `path`. Errors (llvm::StringError, inconvertibleErrorCode) name the

@@ -29,6 +29,19 @@ inline bool isShardingStrategy(llvm::StringRef name) {
 /// fsdp-autodiff.
 inline constexpr llvm::StringLiteral kBackwardStartAttr = "fsdp.backward_start";
 
+/// A scheduling decision on an fsdp.all_gather.start (fsdp-prefetch):
+/// start it right after the wait ("wait") or the free ("free") of the
+/// previous gather of its phase.
+inline constexpr llvm::StringLiteral kPrefetchAttr = "fsdp.prefetch";
+
+/// PyTorch FSDP's BackwardPrefetch values, as a message lists them.
+inline constexpr const char *kBackwardPrefetchValues =
+    "BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH";
+inline bool isBackwardPrefetch(llvm::StringRef name) {
+  return name == "BACKWARD_PRE" || name == "BACKWARD_POST" ||
+         name == "NO_PREFETCH";
+}
+
 #define GEN_PASS_DECL
 #include "fsdp/Transforms/Passes.h.inc"
 
@@ -96,6 +109,18 @@ struct FSDPPipelineOptions : TrainStepOptionsBase<FSDPPipelineOptions> {
   ListOpt<std::string> ignoreModules{
       *this, "ignore-module",
       llvm::cl::desc("Modules whose parameters stay whole and replicated")};
+  Opt<std::string> backwardPrefetch{
+      *this, "backward-prefetch", llvm::cl::desc(kBackwardPrefetchValues),
+      llvm::cl::init("BACKWARD_PRE")};
+  Opt<bool> forwardPrefetch{
+      *this, "forward-prefetch",
+      llvm::cl::desc("Prefetch the next unit's forward all-gather"),
+      llvm::cl::init(false)};
+  Opt<int64_t> limitAllGathers{
+      *this, "limit-all-gathers",
+      llvm::cl::desc("Most gathered buffers in flight or alive when a "
+                     "prefetched all-gather starts (0: no limit)"),
+      llvm::cl::init(2)};
 };
 
 /// Loss, reverse-mode differentiation, optimizer: the whole training step.
@@ -103,7 +128,8 @@ void buildTrainStepPipeline(mlir::OpPassManager &pm,
                             const TrainStepPipelineOptions &options);
 
 /// The training step, fully sharded: loss, differentiation, auto-wrap,
-/// sharding and collectives, the optimizer on the shards, verification.
+/// sharding and collectives, the optimizer on the shards, the schedule of
+/// the all-gathers, verification.
 void buildFSDPPipeline(mlir::OpPassManager &pm,
                        const FSDPPipelineOptions &options);
 

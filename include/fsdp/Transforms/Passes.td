@@ -215,6 +215,71 @@ def Shard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
   let dependentDialects = ["::fsdp::aten::ATenDialect", "::fsdp::FSDPDialect"];
 }
 
+def Prefetch : Pass<"fsdp-prefetch", "mlir::ModuleOp"> {
+  let summary = "Decides which all-gathers start ahead of their use "
+                "(PyTorch FSDP's backward and forward prefetch)";
+  let description = [{
+    Runs after `fsdp-shard`, which starts every all-gather right before its
+    wait. This pass only decides and records; `fsdp-limit-all-gathers` may
+    take decisions back and `fsdp-apply-schedule` moves the ops.
+
+    Within a phase (forward, backward) a unit's gather can start as soon as
+    the previous unit's gather has been waited for (the next unit's
+    parameters arrive while the current unit computes) or once the previous
+    unit's buffer is freed. The decision is written on the
+    `fsdp.all_gather.start` as `fsdp.prefetch = "wait"` or `"free"`: start
+    it (with the read of its shard) right after the wait, or the free, of
+    the phase's previous gather. A gather that already starts there, the
+    first of its phase, and a gather whose anchor comes after it keep their
+    place.
+
+    - `backward-prefetch`: BACKWARD_PRE (FSDP's default: the next unit's
+      gather starts before the current unit's gradient computation, "wait"),
+      BACKWARD_POST (after it, once the current unit's parameters are freed,
+      "free") or NO_PREFETCH.
+    - `forward-prefetch`: the next unit's forward gather starts before the
+      current unit's forward computation ("wait").
+  }];
+  let options = [
+    Option<"backwardPrefetch", "backward-prefetch", "std::string",
+           /*default=*/"\"BACKWARD_PRE\"",
+           "BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH">,
+    Option<"forwardPrefetch", "forward-prefetch", "bool", /*default=*/"false",
+           "Start the next unit's forward all-gather before the current "
+           "unit's forward computation">,
+  ];
+}
+
+def LimitAllGathers : Pass<"fsdp-limit-all-gathers", "mlir::ModuleOp"> {
+  let summary = "Takes back prefetches that would hold more gathered "
+                "buffers than the limit (FSDP1's limit_all_gathers)";
+  let description = [{
+    Runs after `fsdp-prefetch`, before `fsdp-apply-schedule`. A gathered
+    buffer counts from its all-gather's start (in flight) to its free
+    (alive). In start order, a prefetch decision (`fsdp.prefetch`) stays
+    only if, where the gather would start, fewer than `limit` other
+    gathered buffers count: FSDP1's rate limiter, decided before launch
+    instead of by blocking the CPU thread. Gathers at their canonical place
+    (right before their wait) are never delayed; `limit` 0 means no limit.
+  }];
+  let options = [
+    Option<"limit", "limit", "int64_t", /*default=*/"2",
+           "Most gathered buffers in flight or alive when a prefetched "
+           "all-gather starts (0: no limit)">,
+  ];
+}
+
+def ApplySchedule : Pass<"fsdp-apply-schedule", "mlir::ModuleOp"> {
+  let summary = "Moves all-gathers to where the scheduling passes decided";
+  let description = [{
+    Moves each `fsdp.all_gather.start` marked `fsdp.prefetch`, with the
+    `fsdp.get` of the shard it sends, right after the wait (`"wait"`) or the
+    free (`"free"`) of the previous gather of its phase, and drops the mark.
+    Waits, frees and the order of the gathers stay as they are, so every
+    rank still issues the same collectives in the same order.
+  }];
+}
+
 def VerifyPlan : Pass<"fsdp-verify-plan", "mlir::ModuleOp"> {
   let summary = "Checks a sharded step's collectives and buffer lifetimes";
   let description = [{

@@ -49,6 +49,10 @@ public:
   virtual ~Pending() = default;
   /// Blocks until the collective is complete and returns its tensor.
   virtual at::Tensor wait() = 0;
+  /// The tensor wait() will return where it exists from the start (an
+  /// all-gather's output, written while in flight), so that memory counts
+  /// it from then; undefined otherwise.
+  virtual at::Tensor buffer() const { return at::Tensor(); }
 };
 
 class Communicator {

@@ -1,0 +1,181 @@
+//===- Schedule.cpp - when the all-gathers start ---------------------------===//
+//
+// fsdp-shard places every all-gather right before its wait. These passes
+// decide which ones start earlier (fsdp-prefetch), take back what a memory
+// limit forbids (fsdp-limit-all-gathers), and move the ops
+// (fsdp-apply-schedule): decide, record the decision on the op, apply, each
+// step on its own.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Analysis/StepAnalysis.h"
+#include "fsdp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace fsdp {
+#define GEN_PASS_DEF_PREFETCH
+#define GEN_PASS_DEF_LIMITALLGATHERS
+#define GEN_PASS_DEF_APPLYSCHEDULE
+#include "fsdp/Transforms/Passes.h.inc"
+} // namespace fsdp
+
+using namespace mlir;
+using namespace fsdp;
+
+namespace {
+
+/// The op a prefetched gather starts after: the wait ("wait") or the free
+/// ("free") of the previous gather of its phase; null if there is none or
+/// the mark is neither.
+Operation *anchorOf(ArrayRef<Gather> gathers, size_t k, StringRef mark) {
+  if (k == 0 || gathers[k - 1].phase != gathers[k].phase)
+    return nullptr;
+  const Gather &previous = gathers[k - 1];
+  if (mark == "wait")
+    return previous.wait;
+  if (mark == "free")
+    return previous.free;
+  return nullptr;
+}
+
+StringRef markOf(const Gather &g) {
+  auto mark = g.start->getAttrOfType<StringAttr>(kPrefetchAttr);
+  return mark ? mark.getValue() : StringRef();
+}
+
+/// Calls `f` on the body of every function that has one.
+template <typename F> void forEachStep(ModuleOp module, F f) {
+  module.walk([&](func::FuncOp func) {
+    if (!func.getBody().empty())
+      f(func.getBody().front());
+  });
+}
+
+/// Whether an op after `from` and before `read` writes the state `read`
+/// reads.
+bool updatedBetween(Operation *from, GetOp read) {
+  for (Operation *op = from->getNextNode(); op && op != read;
+       op = op->getNextNode())
+    if (auto update = dyn_cast<UpdateOp>(op);
+        update && update.getName() == read.getName())
+      return true;
+  return false;
+}
+
+struct Prefetch : fsdp::impl::PrefetchBase<Prefetch> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (!isBackwardPrefetch(backwardPrefetch)) {
+      module.emitError("unknown backward prefetch '")
+          << backwardPrefetch << "': expected " << kBackwardPrefetchValues;
+      return signalPassFailure();
+    }
+    StringRef backward = backwardPrefetch == "BACKWARD_PRE"    ? "wait"
+                         : backwardPrefetch == "BACKWARD_POST" ? "free"
+                                                               : "";
+    StringRef forward = forwardPrefetch ? "wait" : "";
+    forEachStep(module, [&](Block &body) {
+      StepOrder order(body);
+      SmallVector<Gather> gathers = collectGathers(order);
+      for (size_t k = 0; k < gathers.size(); ++k) {
+        const Gather &g = gathers[k];
+        StringRef mark = g.phase == Phase::Forward ? forward : backward;
+        Operation *anchor = anchorOf(gathers, k, mark);
+        // Earlier than where it starts now, and not over an update of the
+        // state it reads.
+        if (!anchor || order.at(anchor) + 1 >= order.at(g.read) ||
+            updatedBetween(anchor, g.read))
+          continue;
+        g.start->setAttr(kPrefetchAttr,
+                         StringAttr::get(module.getContext(), mark));
+      }
+    });
+  }
+};
+
+struct LimitAllGathers : fsdp::impl::LimitAllGathersBase<LimitAllGathers> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (limit < 0) {
+      module.emitError("the all-gather limit must not be negative, found ")
+          << int64_t(limit);
+      return signalPassFailure();
+    }
+    if (limit == 0)
+      return;
+    forEachStep(module, [&](Block &body) {
+      StepOrder order(body);
+      SmallVector<Gather> gathers = collectGathers(order);
+      // Where each buffer counts, in half-positions: from its start (right
+      // after its anchor if prefetched) to its free.
+      SmallVector<int64_t> from, to;
+      for (size_t k = 0; k < gathers.size(); ++k) {
+        Operation *anchor = anchorOf(gathers, k, markOf(gathers[k]));
+        from.push_back(anchor ? 2 * order.at(anchor) + 1
+                              : 2 * order.at(gathers[k].start));
+        to.push_back(gathers[k].free ? 2 * order.at(gathers[k].free)
+                                     : std::numeric_limits<int64_t>::max());
+      }
+      for (size_t k = 0; k < gathers.size(); ++k) {
+        if (markOf(gathers[k]).empty())
+          continue;
+        int64_t counted = 0;
+        for (size_t j = 0; j < gathers.size(); ++j)
+          if (j != k && from[j] < from[k] && from[k] < to[j])
+            ++counted;
+        if (counted < limit)
+          continue;
+        gathers[k].start->removeAttr(kPrefetchAttr);
+        from[k] = 2 * order.at(gathers[k].start);
+      }
+    });
+  }
+};
+
+struct ApplySchedule : fsdp::impl::ApplyScheduleBase<ApplySchedule> {
+  void runOnOperation() override {
+    bool ok = true;
+    forEachStep(getOperation(), [&](Block &body) {
+      StepOrder order(body);
+      SmallVector<Gather> gathers = collectGathers(order);
+      // Anchors are waits and frees, which stay: find them all first.
+      SmallVector<std::pair<Gather, Operation *>> moves;
+      for (size_t k = 0; k < gathers.size(); ++k) {
+        StringRef mark = markOf(gathers[k]);
+        if (mark.empty())
+          continue;
+        Operation *anchor = anchorOf(gathers, k, mark);
+        if (!anchor) {
+          gathers[k].start->emitOpError("is marked ")
+              << kPrefetchAttr << " = \"" << mark
+              << "\" but has no previous gather in its phase to start after "
+                 "(expected \"wait\" or \"free\" after another gather)";
+          ok = false;
+          continue;
+        }
+        if (order.at(anchor) >= order.at(gathers[k].wait)) {
+          InFlightDiagnostic diag = gathers[k].start->emitOpError(
+              "is marked to start after an op that follows its own wait");
+          diag.attachNote(anchor->getLoc()) << "that op";
+          ok = false;
+          continue;
+        }
+        moves.emplace_back(gathers[k], anchor);
+      }
+      for (auto &[g, anchor] : moves) {
+        g.read->moveAfter(anchor);
+        g.start->moveAfter(g.read);
+        g.start->removeAttr(kPrefetchAttr);
+      }
+    });
+    if (!ok)
+      signalPassFailure();
+  }
+};
+
+} // namespace
