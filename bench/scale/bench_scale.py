@@ -9,7 +9,8 @@ the GPT fixture (traced, its input specs one rank's batch, --batch / W),
 compiles its training step with fsdp-opt (AdamW, cross-entropy, each
 strategy of --sharding, one FSDP unit per GPTBlock, each schedule of
 --schedules: NO_PREFETCH, BACKWARD_PRE or BACKWARD_POST, +FORWARD for
---forward-prefetch, +NOLIMIT for --limit-all-gathers 0), runs it with
+--forward-prefetch, +NOLIMIT for --limit-all-gathers 0, +R0 / +R1 for
+--limit-reductions 0 / 1), runs it with
 `fsdp-run --nproc W`, and runs the
 same steps with W PyTorch DDP processes over Gloo (the original nn.Module
 with the exported weights). Rank r takes the r-th contiguous slice of each
@@ -129,7 +130,8 @@ def schedule_flags(schedule):
     prefetch, *extra = schedule.split("+")
     flags = ["--backward-prefetch", prefetch]
     for e in extra:
-        flags += {"FORWARD": ["--forward-prefetch"], "NOLIMIT": ["--limit-all-gathers", "0"]}[e]
+        flags += {"FORWARD": ["--forward-prefetch"], "NOLIMIT": ["--limit-all-gathers", "0"],
+                  "R0": ["--limit-reductions", "0"], "R1": ["--limit-reductions", "1"]}[e]
     return flags
 
 

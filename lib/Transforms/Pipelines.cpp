@@ -58,6 +58,7 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
   shard.sharding = options.sharding;
   shard.worldSize = options.worldSize;
   shard.shardGroupSize = options.shardGroupSize;
+  shard.hybridReduction = options.hybridReduction;
   pm.addPass(createShard(shard));
   addOptimizer(pm, options);
   PrefetchOptions prefetch;
@@ -67,6 +68,9 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
   LimitAllGathersOptions limit;
   limit.limit = options.limitAllGathers;
   pm.addPass(createLimitAllGathers(limit));
+  LimitReductionsOptions reductions;
+  reductions.limit = options.limitReductions;
+  pm.addPass(createLimitReductions(reductions));
   pm.addPass(createApplySchedule());
   pm.addPass(createVerifyPlan());
 }
@@ -85,6 +89,7 @@ void fsdp::registerTransformsPassesAndPipelines() {
       "collectives, the optimizer on each rank's shards, the all-gathers' "
       "schedule, verification (fsdp-append-loss, fsdp-autodiff, "
       "fsdp-auto-wrap, fsdp-shard, fsdp-optimizer, fsdp-prefetch, "
-      "fsdp-limit-all-gathers, fsdp-apply-schedule, fsdp-verify-plan)",
+      "fsdp-limit-all-gathers, fsdp-limit-reductions, fsdp-apply-schedule, "
+      "fsdp-verify-plan)",
       buildFSDPPipeline);
 }

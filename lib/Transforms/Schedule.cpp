@@ -1,10 +1,11 @@
-//===- Schedule.cpp - when the all-gathers start ---------------------------===//
+//===- Schedule.cpp - when collectives start and are waited ----------------===//
 //
-// fsdp-shard places every all-gather right before its wait. These passes
-// decide which ones start earlier (fsdp-prefetch), take back what a memory
-// limit forbids (fsdp-limit-all-gathers), and move the ops
-// (fsdp-apply-schedule): decide, record the decision on the op, apply, each
-// step on its own.
+// fsdp-shard places every all-gather right before its wait and every
+// reduction's wait at the end of the step. These passes decide which
+// gathers start earlier (fsdp-prefetch), take back what a memory limit
+// forbids (fsdp-limit-all-gathers), bound the reductions in flight
+// (fsdp-limit-reductions), and move the ops (fsdp-apply-schedule): decide,
+// record the decision on the op, apply, each step on its own.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +17,7 @@
 namespace fsdp {
 #define GEN_PASS_DEF_PREFETCH
 #define GEN_PASS_DEF_LIMITALLGATHERS
+#define GEN_PASS_DEF_LIMITREDUCTIONS
 #define GEN_PASS_DEF_APPLYSCHEDULE
 #include "fsdp/Transforms/Passes.h.inc"
 } // namespace fsdp
@@ -137,10 +139,84 @@ struct LimitAllGathers : fsdp::impl::LimitAllGathersBase<LimitAllGathers> {
   }
 };
 
+/// The step's reduction starts (reduce-scatter, all-reduce), in order.
+SmallVector<Operation *> reductionStarts(Block &body) {
+  SmallVector<Operation *> starts;
+  for (Operation &op : body)
+    if (isa<ReduceScatterStartOp, AllReduceStartOp>(op))
+      starts.push_back(&op);
+  return starts;
+}
+
+/// The wait of a collective start (its future's one user), or null.
+WaitOp waitOf(Operation *start) {
+  Value future = start->getResult(0);
+  return future.hasOneUse() ? dyn_cast<WaitOp>(*future.getUsers().begin())
+                            : WaitOp();
+}
+
+struct LimitReductions : fsdp::impl::LimitReductionsBase<LimitReductions> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (limit < 0) {
+      module.emitError("the reduction limit must not be negative, found ")
+          << int64_t(limit);
+      return signalPassFailure();
+    }
+    if (limit == 0)
+      return;
+    forEachStep(module, [&](Block &body) {
+      StepOrder order(body);
+      SmallVector<Operation *> starts = reductionStarts(body);
+      Builder b(module.getContext());
+      for (size_t k = 0; k + limit < starts.size(); ++k) {
+        WaitOp wait = waitOf(starts[k]);
+        Operation *bound = starts[k + limit];
+        if (wait && order.at(wait) > order.at(bound))
+          wait->setAttr(kWaitBeforeAttr, b.getI64IntegerAttr(k + limit));
+      }
+    });
+  }
+};
+
 struct ApplySchedule : fsdp::impl::ApplyScheduleBase<ApplySchedule> {
   void runOnOperation() override {
     bool ok = true;
     forEachStep(getOperation(), [&](Block &body) {
+      // Waits of reductions: right before the start they must precede.
+      SmallVector<Operation *> starts = reductionStarts(body);
+      SmallVector<std::pair<WaitOp, Operation *>> early;
+      for (auto wait : body.getOps<WaitOp>()) {
+        auto mark = wait->getAttrOfType<IntegerAttr>(kWaitBeforeAttr);
+        if (!mark)
+          continue;
+        int64_t i = mark.getInt();
+        if (i < 0 || i >= int64_t(starts.size())) {
+          wait.emitOpError("is marked to wait before reduction #")
+              << i << " but the step starts " << starts.size()
+              << " reductions";
+          ok = false;
+          continue;
+        }
+        Operation *start = wait.getFuture().getDefiningOp();
+        if (!start || start->getBlock() != &body ||
+            !start->isBeforeInBlock(starts[i])) {
+          InFlightDiagnostic diag = wait.emitOpError(
+              "is marked to wait before a reduction that starts before its "
+              "own collective");
+          diag.attachNote(starts[i]->getLoc()) << "that reduction";
+          ok = false;
+          continue;
+        }
+        early.emplace_back(wait, starts[i]);
+      }
+      for (auto &[wait, start] : early) {
+        wait->moveBefore(start);
+        wait->removeAttr(kWaitBeforeAttr);
+      }
+
       StepOrder order(body);
       SmallVector<Gather> gathers = collectGathers(order);
       // Anchors are waits and frees, which stay: find them all first.

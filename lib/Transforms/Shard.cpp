@@ -110,6 +110,9 @@ LogicalResult Shard::checkOptions(ModuleOp module) {
   else
     return module.emitError("unknown sharding strategy '")
            << sharding << "': expected " << kShardingStrategies;
+  if (hybridReduction != "ordered" && hybridReduction != "two-stage")
+    return module.emitError("unknown HYBRID_SHARD reduction '")
+           << hybridReduction << "': expected ordered or two-stage";
   if (worldSize < 1)
     return module.emitError("world size must be at least 1, found ")
            << int64_t(worldSize);
@@ -274,11 +277,18 @@ void Shard::reduceGradients(Unit &unit) {
     });
     return;
   }
+  bool hybrid = strategy == Strategy::HybridShard && groupSize != worldSize;
+  // HYBRID_SHARD, ordered: one reduce-scatter whose sum runs over the world
+  // in rank order; two-stage: a reduce-scatter in the shard group, then an
+  // all-reduce across the replica groups.
+  bool ordered = hybrid && hybridReduction == "ordered";
   auto start = ReduceScatterStartOp::create(
       builder, loc, FutureType::get(ctx, shardType), flatGrad, ref,
-      CommGroupAttr::get(ctx, CommGroup::shard), mean);
-  bool hybrid = strategy == Strategy::HybridShard && groupSize != worldSize;
+      CommGroupAttr::get(ctx, CommGroup::shard),
+      ordered ? CommGroupAttr::get(ctx, CommGroup::world) : CommGroupAttr(),
+      mean);
   Value future = start.getResult();
+  hybrid = hybrid && !ordered;
   finishers.emplace_back(completedAt, [=](OpBuilder &end) {
     Value g = WaitOp::create(end, loc, shardType, future);
     if (hybrid) {

@@ -229,7 +229,7 @@ class Ready : public Pending {
 public:
   explicit Ready(at::Tensor t) : tensor(std::move(t)) {}
   at::Tensor wait() override { return tensor; }
-  at::Tensor buffer() const override { return tensor; }
+  std::vector<at::Tensor> held() const override { return {tensor}; }
 
 private:
   at::Tensor tensor;
@@ -284,10 +284,10 @@ class GlooPending : public Pending {
 public:
   GlooPending(c10::intrusive_ptr<c10d::Work> work,
               std::function<at::Tensor()> finish,
-              at::Tensor output = at::Tensor())
+              std::vector<at::Tensor> buffers)
       : work(std::move(work)), finish(std::move(finish)),
-        output(std::move(output)) {}
-  at::Tensor buffer() const override { return output; }
+        buffers(std::move(buffers)) {}
+  std::vector<at::Tensor> held() const override { return buffers; }
   at::Tensor wait() override {
     try {
       work->wait();
@@ -301,7 +301,7 @@ public:
 private:
   c10::intrusive_ptr<c10d::Work> work;
   std::function<at::Tensor()> finish;
-  at::Tensor output;
+  std::vector<at::Tensor> buffers;
 };
 
 class Gloo : public Communicator {
@@ -348,7 +348,7 @@ public:
     std::vector<at::Tensor> inputs{shard.contiguous()};
     auto work = pg(group)->allgather(outputs, inputs);
     return std::make_unique<GlooPending>(
-        work, [output]() { return output; }, output);
+        work, [output]() { return output; }, std::vector<at::Tensor>{output});
   }
 
   std::unique_ptr<Pending> reduceScatter(const at::Tensor &full,
@@ -366,9 +366,9 @@ public:
     at::Tensor output = at::empty_like(input);
     std::vector<int64_t> counts;
     auto work = pg(group)->alltoall_base(output, input, counts, counts);
-    return std::make_unique<GlooPending>(work, [output, n, mean]() {
-      return sumChunks(output, n, mean);
-    });
+    return std::make_unique<GlooPending>(
+        work, [output, n, mean]() { return sumChunks(output, n, mean); },
+        std::vector<at::Tensor>{input, output});
   }
 
   std::unique_ptr<Pending> reduceScatterOverWorld(const at::Tensor &full,
@@ -387,11 +387,9 @@ public:
     at::Tensor output = at::empty_like(input);
     std::vector<int64_t> counts;
     auto work = worldPG->alltoall_base(output, input, counts, counts);
-    int divisor = shardSize;
-    return std::make_unique<GlooPending>(work, [output, world, mean, divisor]() {
-      at::Tensor sum = sumChunks(output, world, false);
-      return mean ? sum.div_(divisor) : sum;
-    });
+    return std::make_unique<GlooPending>(
+        work, [output, world, mean]() { return sumChunks(output, world, mean); },
+        std::vector<at::Tensor>{input, output});
   }
 
   std::unique_ptr<Pending> allReduce(const at::Tensor &t, CommGroup group,
@@ -408,10 +406,14 @@ public:
     std::shared_ptr<Pending> scatter(reduceScatter(flat, group, mean));
     auto shape = t.sizes().vec();
     CommGroup g = group;
-    return std::make_unique<Deferred>([this, scatter, g, numel, shape]() {
-      at::Tensor shard = scatter->wait();
-      return allGather(shard, g)->wait().narrow(0, 0, numel).view(shape);
-    });
+    std::vector<at::Tensor> buffers = scatter->held();
+    buffers.push_back(flat);
+    return std::make_unique<Deferred>(
+        [this, scatter, g, numel, shape]() {
+          at::Tensor shard = scatter->wait();
+          return allGather(shard, g)->wait().narrow(0, 0, numel).view(shape);
+        },
+        std::move(buffers));
   }
 
   void abort(const std::string &message) override {
@@ -444,12 +446,15 @@ private:
   /// Work that completes when `finish` runs.
   class Deferred : public Pending {
   public:
-    explicit Deferred(std::function<at::Tensor()> finish)
-        : finish(std::move(finish)) {}
+    Deferred(std::function<at::Tensor()> finish,
+             std::vector<at::Tensor> buffers)
+        : finish(std::move(finish)), buffers(std::move(buffers)) {}
     at::Tensor wait() override { return finish(); }
+    std::vector<at::Tensor> held() const override { return buffers; }
 
   private:
     std::function<at::Tensor()> finish;
+    std::vector<at::Tensor> buffers;
   };
 
   /// The sum (or mean) of the `n` equal chunks of `received`, in order.

@@ -427,62 +427,24 @@ Executor::Executor(const Plan &plan, Communicator *comm)
     }
     calls[i] = std::move(call);
   }
-  // A shard-group reduce-scatter whose result only feeds a replica-group
-  // all-reduce: HYBRID_SHARD's gradient reduction.
-  pairedWith.assign(plan.instructions.size(), -1);
-  std::map<int64_t, size_t> waitBySlot;
-  std::map<int64_t, int> readers;
-  for (size_t i = 0; i < plan.instructions.size(); ++i) {
-    const Instruction &inst = plan.instructions[i];
-    if (inst.kind == InstKind::Wait)
-      waitBySlot[inst.result] = i;
-    for (int64_t slot : {inst.input, inst.value})
-      if (slot >= 0)
-        ++readers[slot];
-    if (inst.kind == InstKind::Call)
-      for (const std::vector<int64_t> &slots : calls[i].argSlots)
-        for (int64_t slot : slots)
-          if (slot >= 0)
-            ++readers[slot];
-  }
-  for (int64_t out : plan.outputs)
-    ++readers[out];
-  for (size_t i = 0; i < plan.instructions.size(); ++i) {
-    const Instruction &ar = plan.instructions[i];
-    if (ar.kind != InstKind::AllReduce || ar.group != CommGroup::Replicate)
-      continue;
-    auto wait = waitBySlot.find(ar.input);
-    if (wait == waitBySlot.end() || readers[ar.input] != 1)
-      continue;
-    size_t rs = startOf[wait->second];
-    if (plan.instructions[rs].kind == InstKind::ReduceScatter &&
-        plan.instructions[rs].group == CommGroup::Shard) {
-      pairedWith[rs] = i;
-      pairedWith[i] = rs;
-    }
-  }
 }
 
 //===----------------------------------------------------------------------===//
 // Running
 //===----------------------------------------------------------------------===//
 
-void Executor::set(int64_t slot, at::Tensor t) {
-  release(slot);
-  if (t.defined()) {
-    const void *key = t.storage().unsafeGetStorageImpl();
-    auto &[refs, bytes] = storages[key];
-    if (refs++ == 0) {
-      bytes = t.storage().nbytes();
-      live += bytes;
-      peak = std::max(peak, live);
-    }
+void Executor::count(const at::Tensor &t) {
+  if (!t.defined())
+    return;
+  auto &[refs, bytes] = storages[t.storage().unsafeGetStorageImpl()];
+  if (refs++ == 0) {
+    bytes = t.storage().nbytes();
+    live += bytes;
+    peak = std::max(peak, live);
   }
-  slots[slot] = std::move(t);
 }
 
-void Executor::release(int64_t slot) {
-  at::Tensor &t = slots[slot];
+void Executor::uncount(const at::Tensor &t) {
   if (!t.defined())
     return;
   auto it = storages.find(t.storage().unsafeGetStorageImpl());
@@ -490,7 +452,26 @@ void Executor::release(int64_t slot) {
     live -= it->second.second;
     storages.erase(it);
   }
-  t.reset();
+}
+
+void Executor::set(int64_t slot, at::Tensor t) {
+  release(slot);
+  count(t);
+  slots[slot] = std::move(t);
+}
+
+void Executor::hold(int64_t slot, std::vector<at::Tensor> tensors) {
+  for (const at::Tensor &t : tensors)
+    count(t);
+  held[slot] = std::move(tensors);
+}
+
+void Executor::release(int64_t slot) {
+  uncount(slots[slot]);
+  slots[slot].reset();
+  for (const at::Tensor &t : held[slot])
+    uncount(t);
+  held[slot].clear();
 }
 
 std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
@@ -498,6 +479,7 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
   slots.assign(plan.numSlots, at::Tensor());
   futures.clear();
   futures.resize(plan.numSlots);
+  held.assign(plan.numSlots, {});
   storages.clear();
   live = peak = 0;
   gradBytes = 0;
@@ -533,25 +515,14 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
       break;
     case InstKind::AllGather:
       futures[inst.result] = comm->allGather(slots[inst.input], inst.group);
-      // The gathered buffer exists (and counts) from the start: a prefetched
-      // gather holds it while the compute before its wait runs.
-      set(inst.result, futures[inst.result]->buffer());
       break;
     case InstKind::ReduceScatter:
       futures[inst.result] =
-          pairedWith[i] >= 0
+          inst.acrossWorld
               ? comm->reduceScatterOverWorld(slots[inst.input], inst.mean)
               : comm->reduceScatter(slots[inst.input], inst.group, inst.mean);
       break;
     case InstKind::AllReduce:
-      if (pairedWith[i] >= 0) {
-        // Its reduce-scatter summed over the world already.
-        const at::Tensor &sum = slots[inst.input];
-        int replicas = comm->groupSize(CommGroup::Replicate);
-        futures[inst.result] =
-            completed(inst.mean ? sum.div(replicas) : sum.clone());
-        break;
-      }
       futures[inst.result] =
           comm->allReduce(slots[inst.input], inst.group, inst.mean);
       break;
@@ -676,6 +647,12 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
       break;
     }
     }
+    // What a collective holds in flight counts until its wait frees the
+    // future's slot.
+    if (inst.kind == InstKind::AllGather ||
+        inst.kind == InstKind::ReduceScatter ||
+        inst.kind == InstKind::AllReduce)
+      hold(inst.result, futures[inst.result]->held());
     for (int64_t slot : inst.free)
       release(slot);
     if (profiling)
@@ -687,6 +664,7 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
   for (int64_t slot : plan.outputs)
     outputs.push_back(slots[slot]);
   slots.clear();
+  held.clear();
   storages.clear();
   return outputs;
 }

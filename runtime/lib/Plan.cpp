@@ -385,6 +385,18 @@ Plan loadPlan(const std::string &path) {
             throw Error("plan '" + path + "': unknown reduction '" + reduce + "'");
           inst.mean = reduce == "mean";
         }
+        if (i.contains("across")) {
+          if (inst.kind != InstKind::ReduceScatter)
+            throw Error("plan '" + path + "': 'across' on " + kind +
+                        " (only a reduce_scatter sums across the world)");
+          if (parseGroup(i.at("across").get<std::string>(), path) !=
+                  CommGroup::World ||
+              inst.group != CommGroup::Shard)
+            throw Error("plan '" + path + "': a reduce_scatter sums across "
+                        "the world and scatters over the shard group, or "
+                        "neither");
+          inst.acrossWorld = true;
+        }
       } else if (kind == "wait") {
         inst.kind = InstKind::Wait;
         inst.input = i.at("future").get<int64_t>();

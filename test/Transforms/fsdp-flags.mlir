@@ -17,9 +17,15 @@
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap modules -o %t.out 2>&1 | FileCheck %s --check-prefix=NOMODULE
 // RUN: not test -e %t.out
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --backward-prefetch BACKWARD 2>&1 | FileCheck %s --check-prefix=PREFETCH
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --world-size 4 --sharding HYBRID_SHARD --shard-group-size 2 --hybrid-reduction tree 2>&1 | FileCheck %s --check-prefix=HYBRIDREDUCTION
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --world-size 4 --hybrid-reduction two-stage 2>&1 | FileCheck %s --check-prefix=HYBRIDONLY
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --limit-all-gathers -1 2>&1 | FileCheck %s --check-prefix=LIMIT
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --limit-reductions -1 2>&1 | FileCheck %s --check-prefix=REDUCTIONS
+// HYBRIDREDUCTION: error: --hybrid-reduction tree: expected ordered or two-stage
+// HYBRIDONLY: error: --hybrid-reduction applies to HYBRID_SHARD, not FULL_SHARD
 // PREFETCH: error: --backward-prefetch BACKWARD: expected BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH
 // LIMIT: error: --limit-all-gathers must not be negative (0: no limit), found -1
+// REDUCTIONS: error: --limit-reductions must not be negative (0: no bound), found -1
 // NOLOSS: error: FSDP options need --loss: what is sharded is the training step
 // SHARDING: error: --sharding ZERO3: expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, OSS or SHARDED_DDP
 // WORLD: error: --world-size must be at least 1, found 0

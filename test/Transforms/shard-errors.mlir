@@ -5,6 +5,7 @@
 // RUN: not fsdp-opt %s --fsdp-shard="sharding-strategy=HYBRID_SHARD world-size=4" 2>&1 | FileCheck %s --check-prefix=HYBRID
 // RUN: not fsdp-opt %s --fsdp-shard="sharding-strategy=HYBRID_SHARD world-size=4 shard-group-size=3" 2>&1 | FileCheck %s --check-prefix=DIVIDE
 // RUN: not fsdp-opt %s --fsdp-shard="world-size=4 shard-group-size=2" 2>&1 | FileCheck %s --check-prefix=GROUP
+// RUN: not fsdp-opt %s --fsdp-shard="sharding-strategy=HYBRID_SHARD world-size=4 shard-group-size=2 hybrid-reduction=tree" 2>&1 | FileCheck %s --check-prefix=HYBRIDREDUCTION
 // RUN: not fsdp-opt %s --fsdp-shard 2>&1 | FileCheck %s --check-prefix=NOSTEP
 // STRATEGY: error: unknown sharding strategy 'ZERO3': expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, OSS or SHARDED_DDP
 // WORLD: error: world size must be at least 1, found 0
@@ -12,6 +13,7 @@
 // HYBRID: error: HYBRID_SHARD needs the shard-group size (the ranks of one node that shard a unit; the groups replicate it)
 // DIVIDE: error: shard-group size 3 does not divide the world size 4
 // GROUP: error: shard-group size applies to HYBRID_SHARD, not FULL_SHARD
+// HYBRIDREDUCTION: error: unknown HYBRID_SHARD reduction 'tree': expected ordered or two-stage
 // NOSTEP: error: no @train_step to shard (fsdp-append-loss and fsdp-autodiff build it)
 module {
   fsdp.param @w : tensor<3xf32> in "" : "M"

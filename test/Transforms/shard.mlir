@@ -2,6 +2,7 @@
 // RUN: fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-auto-wrap{policy=modules wrap-module=a,b},fsdp-shard{sharding-strategy=SHARD_GRAD_OP world-size=2})' | FileCheck %s --check-prefix=ZERO2
 // RUN: fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-auto-wrap{ignore-module=b},fsdp-shard{sharding-strategy=NO_SHARD world-size=2})' | FileCheck %s --check-prefix=NOSHARD
 // RUN: fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-shard{sharding-strategy=HYBRID_SHARD world-size=8 shard-group-size=4})' | FileCheck %s --check-prefix=HYBRID
+// RUN: fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-shard{sharding-strategy=HYBRID_SHARD world-size=8 shard-group-size=4 hybrid-reduction=two-stage})' | FileCheck %s --check-prefix=TWOSTAGE
 // RUN: fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-auto-wrap{policy=modules wrap-module=a,b},fsdp-shard{sharding-strategy=OSS world-size=2},fsdp-optimizer{optimizer=sgd lr=0.1},fsdp-verify-plan)' | FileCheck %s --check-prefix=OSS
 // RUN: fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-auto-wrap{policy=modules wrap-module=a,b},fsdp-shard{sharding-strategy=SHARDED_DDP world-size=2})' | FileCheck %s --check-prefix=SDDP
 
@@ -110,17 +111,26 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 // NOSHARD-NEXT:  fsdp.grad @_flat_param, %[[G]] : tensor<22xf32>
 
 // HYBRID_SHARD, 8 ranks in shard groups of 4: 38 elements padded to 40
-// (the flat gradient padded with zeros), reduce-scattered in the shard
-// group, then all-reduced across the two replica groups.
+// (the flat gradient padded with zeros), reduced in one reduce-scatter whose
+// sum runs across the world (in rank order) and whose shards are the shard
+// group's.
 // HYBRID:       fsdp.flat_param @_flat_param for "" params [@a.weight, @b.weight, @head.weight, @head.bias] offsets [0, 12, 28, 36] numel 38 padded 40 shards 4 : f32
 // HYBRID-LABEL: func.func @train_step
 // HYBRID:       %[[PAD:.+]] = aten.call "aten::new_zeros"(%{{.+}}, [2], f32, none, none, none) : (tensor<12xf32>) -> tensor<2xf32>
 // HYBRID-NEXT:  %[[FLAT:.+]] = aten.call "aten::cat"([%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[PAD]]], 0) : ({{.*}}) -> tensor<40xf32>
-// HYBRID-NEXT:  %[[RS:.+]] = fsdp.reduce_scatter.start %[[FLAT]] for @_flat_param group shard reduce mean : tensor<40xf32> -> <tensor<10xf32>>
-// HYBRID-NEXT:  %[[S:.+]] = fsdp.wait %[[RS]]
-// HYBRID-NEXT:  %[[AR:.+]] = fsdp.all_reduce.start %[[S]] group replicate reduce mean : tensor<10xf32> -> <tensor<10xf32>>
-// HYBRID-NEXT:  %[[G:.+]] = fsdp.wait %[[AR]]
+// HYBRID-NEXT:  %[[RS:.+]] = fsdp.reduce_scatter.start %[[FLAT]] for @_flat_param group shard across world reduce mean : tensor<40xf32> -> <tensor<10xf32>>
+// HYBRID-NEXT:  %[[G:.+]] = fsdp.wait %[[RS]]
 // HYBRID-NEXT:  fsdp.grad @_flat_param, %[[G]] : tensor<10xf32>
+// HYBRID-NOT:   fsdp.all_reduce.start
+
+// Two-stage, as PyTorch's HYBRID_SHARD: reduce-scattered in the shard
+// group, then all-reduced across the two replica groups.
+// TWOSTAGE-LABEL: func.func @train_step
+// TWOSTAGE:       %[[RS:.+]] = fsdp.reduce_scatter.start %{{.+}} for @_flat_param group shard reduce mean : tensor<40xf32> -> <tensor<10xf32>>
+// TWOSTAGE-NEXT:  %[[S:.+]] = fsdp.wait %[[RS]]
+// TWOSTAGE-NEXT:  %[[AR:.+]] = fsdp.all_reduce.start %[[S]] group replicate reduce mean : tensor<10xf32> -> <tensor<10xf32>>
+// TWOSTAGE-NEXT:  %[[G:.+]] = fsdp.wait %[[AR]]
+// TWOSTAGE-NEXT:  fsdp.grad @_flat_param, %[[G]] : tensor<10xf32>
 // ZERO2-NOT:     fsdp.all_gather.start
 
 // OSS (fairscale's optimizer-state sharding): every flat parameter is

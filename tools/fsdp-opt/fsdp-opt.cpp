@@ -102,6 +102,14 @@ static llvm::cl::opt<int64_t> shardGroupSizeFlag(
     llvm::cl::desc("HYBRID_SHARD: ranks per shard group (one node's); the "
                    "groups replicate each other"),
     llvm::cl::init(0), llvm::cl::cat(fsdpCategory));
+static llvm::cl::opt<std::string> hybridReductionFlag(
+    "hybrid-reduction",
+    llvm::cl::desc("HYBRID_SHARD's gradient reduction: ordered (default: "
+                   "one sum over every rank in rank order, the bits one "
+                   "process gets) or two-stage (reduce-scatter in the shard "
+                   "group, all-reduce across groups, as PyTorch's: less "
+                   "traffic between nodes)"),
+    llvm::cl::init("ordered"), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<std::string> autoWrapFlag(
     "auto-wrap",
     llvm::cl::desc("Auto-wrap policy: size (--min-num-params), class "
@@ -147,6 +155,13 @@ static llvm::cl::opt<int64_t> limitAllGathersFlag(
                    "limit_all_gathers; 0: no limit)"),
     llvm::cl::value_desc("N"), llvm::cl::init(2),
     llvm::cl::cat(fsdpCategory));
+static llvm::cl::opt<int64_t> limitReductionsFlag(
+    "limit-reductions",
+    llvm::cl::desc("Most gradient reductions in flight: reduction k is "
+                   "waited before reduction k+N starts (default 2; 0: every "
+                   "wait at the end of the step)"),
+    llvm::cl::value_desc("N"), llvm::cl::init(2),
+    llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<std::string> configFlag(
     "config",
     llvm::cl::desc("An Accelerate config file (fsdp_config keys and "
@@ -169,6 +184,7 @@ struct FSDPSettings {
   std::string sharding = "FULL_SHARD";
   int64_t worldSize = 1;
   int64_t shardGroupSize = 0;
+  std::string hybridReduction = "ordered";
   std::string autoWrap = "none";
   std::string autoWrapReason; // which setting chose the rule
   int64_t fsdpVersion = 1;    // an Accelerate file's fsdp_version
@@ -177,6 +193,7 @@ struct FSDPSettings {
   std::string backwardPrefetch = "BACKWARD_PRE";
   bool forwardPrefetch = false;
   int64_t limitAllGathers = 2;
+  int64_t limitReductions = 2;
 };
 static FSDPSettings fsdpSettings;
 
@@ -215,8 +232,8 @@ static LogicalResult resolveFSDPSettings() {
            &worldSizeFlag, &shardingFlag, &shardGroupSizeFlag, &autoWrapFlag,
            &minNumParamsFlag, std::addressof(wrapClassFlag),
            std::addressof(wrapModuleFlag), std::addressof(ignoreModuleFlag),
-           &fsdpReportFlag, &backwardPrefetchFlag, &forwardPrefetchFlag,
-           &limitAllGathersFlag})
+           &fsdpReportFlag, &hybridReductionFlag, &backwardPrefetchFlag, &forwardPrefetchFlag,
+           &limitAllGathersFlag, &limitReductionsFlag})
     if (given(*o))
       s.enabled = true;
   if (given(shardingFlag))
@@ -225,6 +242,8 @@ static LogicalResult resolveFSDPSettings() {
     s.worldSize = worldSizeFlag;
   if (given(shardGroupSizeFlag))
     s.shardGroupSize = shardGroupSizeFlag;
+  if (given(hybridReductionFlag))
+    s.hybridReduction = hybridReductionFlag;
   if (given(autoWrapFlag)) {
     s.autoWrap = autoWrapFlag;
     s.autoWrapReason = "--auto-wrap " + s.autoWrap;
@@ -245,6 +264,8 @@ static LogicalResult resolveFSDPSettings() {
     s.forwardPrefetch = forwardPrefetchFlag;
   if (given(limitAllGathersFlag))
     s.limitAllGathers = limitAllGathersFlag;
+  if (given(limitReductionsFlag))
+    s.limitReductions = limitReductionsFlag;
   if (!s.enabled)
     return success();
 
@@ -255,6 +276,10 @@ static LogicalResult resolveFSDPSettings() {
     return error("--limit-all-gathers must not be negative (0: no limit), "
                  "found " +
                  llvm::Twine(s.limitAllGathers));
+  if (s.limitReductions < 0)
+    return error("--limit-reductions must not be negative (0: no bound), "
+                 "found " +
+                 llvm::Twine(s.limitReductions));
 
   if (!fsdp::isShardingStrategy(s.sharding))
     return error("--sharding " + s.sharding + ": expected " +
@@ -281,8 +306,14 @@ static LogicalResult resolveFSDPSettings() {
       return error("--shard-group-size " + llvm::Twine(s.shardGroupSize) +
                    " does not divide --world-size " +
                    llvm::Twine(s.worldSize));
+    if (s.hybridReduction != "ordered" && s.hybridReduction != "two-stage")
+      return error("--hybrid-reduction " + s.hybridReduction +
+                   ": expected ordered or two-stage");
   } else if (s.shardGroupSize != 0) {
     return error("--shard-group-size applies to HYBRID_SHARD, not " +
+                 s.sharding);
+  } else if (given(hybridReductionFlag)) {
+    return error("--hybrid-reduction applies to HYBRID_SHARD, not " +
                  s.sharding);
   }
   if (s.autoWrap != "size" && s.autoWrap != "class" &&
@@ -316,6 +347,8 @@ static void printFSDPSettings(llvm::raw_ostream &os) {
   os << "world-size: " << s.worldSize << "\n";
   if (s.shardGroupSize)
     os << "shard-group-size: " << s.shardGroupSize << "\n";
+  if (s.sharding == "HYBRID_SHARD")
+    os << "hybrid-reduction: " << s.hybridReduction << "\n";
   os << "auto-wrap: " << s.autoWrap << "\n";
   os << "auto-wrap-rule: " << s.autoWrapReason << "\n";
   if (s.autoWrap == "size")
@@ -331,6 +364,8 @@ static void printFSDPSettings(llvm::raw_ostream &os) {
      << "\n";
   os << "limit-all-gathers: " << s.limitAllGathers
      << (s.limitAllGathers == 0 ? " (no limit)" : "") << "\n";
+  os << "limit-reductions: " << s.limitReductions
+     << (s.limitReductions == 0 ? " (no bound)" : "") << "\n";
 }
 
 static llvm::cl::opt<bool> listGradientRules(
@@ -408,6 +443,7 @@ static void addTrainStep(PassManager &pm) {
   options.sharding = s.sharding;
   options.worldSize = s.worldSize;
   options.shardGroupSize = s.shardGroupSize;
+  options.hybridReduction = s.hybridReduction;
   options.autoWrapPolicy = s.autoWrap;
   options.minNumParams = s.minNumParams;
   options.wrapClasses = s.wrapClasses;
@@ -416,6 +452,7 @@ static void addTrainStep(PassManager &pm) {
   options.backwardPrefetch = s.backwardPrefetch;
   options.forwardPrefetch = s.forwardPrefetch;
   options.limitAllGathers = s.limitAllGathers;
+  options.limitReductions = s.limitReductions;
   fsdp::buildFSDPPipeline(pm, options);
 }
 

@@ -34,6 +34,11 @@ inline constexpr llvm::StringLiteral kBackwardStartAttr = "fsdp.backward_start";
 /// previous gather of its phase.
 inline constexpr llvm::StringLiteral kPrefetchAttr = "fsdp.prefetch";
 
+/// A scheduling decision on the fsdp.wait of a reduction
+/// (fsdp-limit-reductions): wait right before the step's i-th reduction
+/// start (counting reduce-scatter and all-reduce starts in order).
+inline constexpr llvm::StringLiteral kWaitBeforeAttr = "fsdp.wait_before";
+
 /// PyTorch FSDP's BackwardPrefetch values, as a message lists them.
 inline constexpr const char *kBackwardPrefetchValues =
     "BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH";
@@ -95,6 +100,10 @@ struct FSDPPipelineOptions : TrainStepOptionsBase<FSDPPipelineOptions> {
       *this, "shard-group-size",
       llvm::cl::desc("HYBRID_SHARD: ranks per shard group"),
       llvm::cl::init(0)};
+  Opt<std::string> hybridReduction{
+      *this, "hybrid-reduction",
+      llvm::cl::desc("HYBRID_SHARD's reduction: ordered or two-stage"),
+      llvm::cl::init("ordered")};
   Opt<std::string> autoWrapPolicy{
       *this, "auto-wrap-policy",
       llvm::cl::desc("size, class, modules or none"), llvm::cl::init("none")};
@@ -120,6 +129,10 @@ struct FSDPPipelineOptions : TrainStepOptionsBase<FSDPPipelineOptions> {
       *this, "limit-all-gathers",
       llvm::cl::desc("Most gathered buffers in flight or alive when a "
                      "prefetched all-gather starts (0: no limit)"),
+      llvm::cl::init(2)};
+  Opt<int64_t> limitReductions{
+      *this, "limit-reductions",
+      llvm::cl::desc("Most gradient reductions in flight (0: no bound)"),
       llvm::cl::init(2)};
 };
 

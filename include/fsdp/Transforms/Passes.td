@@ -188,9 +188,15 @@ def Shard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
       SHARDED_DDP reduce-scatters it. `fsdp-optimizer` updates the rank's
       shard and all-gathers the updated shards into the whole.
     - Once the last member's gradient is complete: the flat gradient
-      (padded with zeros) is reduce-scattered (mean) over the shard group,
-      then all-reduced (mean) over the replica group for HYBRID_SHARD;
-      NO_SHARD all-reduces it. The waits come at the end of the step, so
+      (padded with zeros) is reduce-scattered (mean) over the shard group;
+      NO_SHARD all-reduces it. HYBRID_SHARD's reduction, per
+      `hybrid-reduction`: `ordered` (the default), one reduce-scatter
+      `across world` (the sum over every rank in rank order, the shard of
+      the rank's index in its group: the bits one process accumulating the
+      ranks' gradients gets); `two-stage`, a reduce-scatter over the shard
+      group then an all-reduce (mean) over the replica group, as PyTorch's
+      HYBRID_SHARD (less traffic between nodes; the sum is associated
+      differently, so the last bits can differ from one process's). The waits come at the end of the step, so
       reduction overlaps the rest of the backward; `fsdp.grad` of the flat
       parameter follows, and `fsdp-optimizer` updates the shard, with state
       shaped like it.
@@ -211,6 +217,10 @@ def Shard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
            "Number of ranks">,
     Option<"shardGroupSize", "shard-group-size", "int64_t", /*default=*/"0",
            "HYBRID_SHARD: ranks per shard group (replicated across groups)">,
+    Option<"hybridReduction", "hybrid-reduction", "std::string",
+           /*default=*/"\"ordered\"",
+           "HYBRID_SHARD's gradient reduction: ordered (one sum over the "
+           "world in rank order) or two-stage (shard group, then replicas)">,
   ];
   let dependentDialects = ["::fsdp::aten::ATenDialect", "::fsdp::FSDPDialect"];
 }
@@ -269,14 +279,36 @@ def LimitAllGathers : Pass<"fsdp-limit-all-gathers", "mlir::ModuleOp"> {
   ];
 }
 
+def LimitReductions : Pass<"fsdp-limit-reductions", "mlir::ModuleOp"> {
+  let summary = "Bounds the gradient reductions in flight";
+  let description = [{
+    `fsdp-shard` waits for every reduction (reduce-scatter, all-reduce) at
+    the end of the step, as late as the optimizer, its consumer, allows. A
+    reduction in flight holds the unit's whole flat gradient and the buffer
+    it receives into, so without a bound the end of the backward holds every
+    unit's unsharded gradient at once. With `limit` N, reduction k is waited
+    before reduction k + N starts: this pass marks such a wait with
+    `fsdp.wait_before = k + N` (the index of that start among the step's
+    reduction starts, in order), and `fsdp-apply-schedule` moves it. FSDP2
+    keeps one reduce-scatter in flight while the next is issued (2, the
+    default); 0 means no bound.
+  }];
+  let options = [
+    Option<"limit", "limit", "int64_t", /*default=*/"2",
+           "Most reductions in flight (0: no bound)">,
+  ];
+}
+
 def ApplySchedule : Pass<"fsdp-apply-schedule", "mlir::ModuleOp"> {
-  let summary = "Moves all-gathers to where the scheduling passes decided";
+  let summary = "Moves collectives to where the scheduling passes decided";
   let description = [{
     Moves each `fsdp.all_gather.start` marked `fsdp.prefetch`, with the
     `fsdp.get` of the shard it sends, right after the wait (`"wait"`) or the
-    free (`"free"`) of the previous gather of its phase, and drops the mark.
-    Waits, frees and the order of the gathers stay as they are, so every
-    rank still issues the same collectives in the same order.
+    free (`"free"`) of the previous gather of its phase, and each
+    `fsdp.wait` marked `fsdp.wait_before = i` right before the i-th
+    reduction start of the step; it drops the marks. Starts of reductions,
+    frees and the order of the collectives stay as they are, so every rank
+    still issues the same collectives in the same order.
   }];
 }
 

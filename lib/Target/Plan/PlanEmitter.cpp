@@ -334,6 +334,8 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
       inst["kind"] = "reduce_scatter";
       inst["unit"] = scatter.getUnit();
       inst["group"] = stringifyCommGroup(scatter.getGroup());
+      if (std::optional<CommGroup> across = scatter.getAcross())
+        inst["across"] = stringifyCommGroup(*across);
       inst["reduce"] = stringifyReduceOp(scatter.getReduce());
       inst["input"] = slot(scatter.getInput());
       inst["result"] = slot(scatter.getFuture());

@@ -418,6 +418,26 @@ func.func @reduce_scatter_replicate(%g: tensor<532xf32>) {
 
 // -----
 
+fsdp.param @w : tensor<532xf32> in "" : "M"
+fsdp.flat_param @unit0 for "" params [@w] offsets [0] numel 532 padded 532 shards 4 : f32
+func.func @reduce_scatter_across_replicas(%g: tensor<532xf32>) {
+  // expected-error@+1 {{'fsdp.reduce_scatter.start' op sums across replicate and scatters over shard: only a sum across the world scattered over the shard group is defined}}
+  %0 = fsdp.reduce_scatter.start %g for @unit0 group shard across replicate reduce mean : tensor<532xf32> -> !fsdp.future<tensor<133xf32>>
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<532xf32> in "" : "M"
+fsdp.flat_param @unit0 for "" params [@w] offsets [0] numel 532 padded 532 shards 4 : f32
+func.func @reduce_scatter_across_own_group(%g: tensor<532xf32>) {
+  // expected-error@+1 {{'fsdp.reduce_scatter.start' op sums across world and scatters over world: only a sum across the world scattered over the shard group is defined}}
+  %0 = fsdp.reduce_scatter.start %g for @unit0 group world across world reduce mean : tensor<532xf32> -> !fsdp.future<tensor<133xf32>>
+  return
+}
+
+// -----
+
 func.func @all_gather_shard_rank(%s: tensor<4x133xf32>) {
   // expected-error@+1 {{'fsdp.all_gather.start' op operand #0 must be statically shaped 1-D tensor, but got 'tensor<4x133xf32>'}}
   %0 = fsdp.all_gather.start %s for @unit0 group shard : tensor<4x133xf32> -> !fsdp.future<tensor<532xf32>>

@@ -104,6 +104,8 @@ func.func @sgd_step(%g: tensor<16x32xf32>, %p: tensor<16x32xf32>) {
 // CHECK-NEXT:    %[[GS:.+]] = fsdp.wait %[[G]] : <tensor<133xf32>>
 // CHECK-NEXT:    %[[R:.+]] = fsdp.all_reduce.start %[[GS]] group replicate reduce mean : tensor<133xf32> -> <tensor<133xf32>>
 // CHECK-NEXT:    %[[RS:.+]] = fsdp.wait %[[R]] : <tensor<133xf32>>
+// CHECK-NEXT:    %[[H:.+]] = fsdp.reduce_scatter.start %[[GRAD]] for @unit0 group shard across world reduce mean : tensor<532xf32> -> <tensor<133xf32>>
+// CHECK-NEXT:    %{{.+}} = fsdp.wait %[[H]] : <tensor<133xf32>>
 // CHECK-NEXT:    return %[[RS]] : tensor<133xf32>
 // GENERIC-LABEL: sym_name = "sharded"
 // GENERIC:       "fsdp.all_gather.start"(%{{.+}}) <{group = #fsdp<group shard>, unit = @unit0}> : (tensor<133xf32>) -> !fsdp.future<tensor<532xf32>>
@@ -112,6 +114,7 @@ func.func @sgd_step(%g: tensor<16x32xf32>, %p: tensor<16x32xf32>) {
 // GENERIC:       "fsdp.free"(%{{.+}}) : (tensor<532xf32>) -> ()
 // GENERIC:       "fsdp.reduce_scatter.start"(%{{.+}}) <{group = #fsdp<group shard>, reduce = #fsdp<reduce mean>, unit = @unit0}> : (tensor<532xf32>) -> !fsdp.future<tensor<133xf32>>
 // GENERIC:       "fsdp.all_reduce.start"(%{{.+}}) <{group = #fsdp<group replicate>, reduce = #fsdp<reduce mean>}> : (tensor<133xf32>) -> !fsdp.future<tensor<133xf32>>
+// GENERIC:       "fsdp.reduce_scatter.start"(%{{.+}}) <{across = #fsdp<group world>, group = #fsdp<group shard>, reduce = #fsdp<reduce mean>, unit = @unit0}> : (tensor<532xf32>) -> !fsdp.future<tensor<133xf32>>
 func.func @sharded(%shard: tensor<133xf32>, %grad: tensor<532xf32>) -> tensor<133xf32> {
   %f = fsdp.all_gather.start %shard for @unit0 group shard : tensor<133xf32> -> !fsdp.future<tensor<532xf32>>
   %full = fsdp.wait %f : !fsdp.future<tensor<532xf32>>
@@ -122,6 +125,8 @@ func.func @sharded(%shard: tensor<133xf32>, %grad: tensor<532xf32>) -> tensor<13
   %gs = fsdp.wait %g : !fsdp.future<tensor<133xf32>>
   %r = fsdp.all_reduce.start %gs group replicate reduce mean : tensor<133xf32> -> !fsdp.future<tensor<133xf32>>
   %rs = fsdp.wait %r : !fsdp.future<tensor<133xf32>>
+  %h = fsdp.reduce_scatter.start %grad for @unit0 group shard across world reduce mean : tensor<532xf32> -> !fsdp.future<tensor<133xf32>>
+  %hs = fsdp.wait %h : !fsdp.future<tensor<133xf32>>
   return %rs : tensor<133xf32>
 }
 

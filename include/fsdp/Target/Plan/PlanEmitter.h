@@ -13,7 +13,7 @@
 namespace fsdp {
 
 /// The plan format version this compiler writes.
-constexpr int64_t kPlanFormatVersion = 4;
+constexpr int64_t kPlanFormatVersion = 5;
 
 /// Writes the plan of `module`'s function `entry` to `os`. Emits a diagnostic
 /// at the first op a plan cannot express and fails.

@@ -271,6 +271,14 @@ AllGatherStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 LogicalResult ReduceScatterStartOp::verify() {
+  if (std::optional<CommGroup> across = getAcross()) {
+    if (*across != CommGroup::world || getGroup() != CommGroup::shard)
+      return emitOpError("sums across ")
+             << stringifyCommGroup(*across) << " and scatters over "
+             << stringifyCommGroup(getGroup())
+             << ": only a sum across the world scattered over the shard "
+                "group is defined";
+  }
   return verifyShardGroup(*this, getGroup());
 }
 

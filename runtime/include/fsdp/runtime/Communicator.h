@@ -49,10 +49,10 @@ public:
   virtual ~Pending() = default;
   /// Blocks until the collective is complete and returns its tensor.
   virtual at::Tensor wait() = 0;
-  /// The tensor wait() will return where it exists from the start (an
-  /// all-gather's output, written while in flight), so that memory counts
-  /// it from then; undefined otherwise.
-  virtual at::Tensor buffer() const { return at::Tensor(); }
+  /// The tensors the collective holds while in flight (the input it sends,
+  /// the buffer it receives into), which count in memory from its start to
+  /// its wait.
+  virtual std::vector<at::Tensor> held() const { return {}; }
 };
 
 class Communicator {
@@ -75,12 +75,13 @@ public:
   virtual std::unique_ptr<Pending> allReduce(const at::Tensor &t,
                                              CommGroup group, bool mean) = 0;
 
-  /// HYBRID_SHARD's reduction in one: this rank's shard (its index in its
-  /// shard group) of the sum of `full` over every rank, added in world rank
-  /// order, divided by the shard-group size if `mean`. What a reduce-scatter
-  /// over the shard group followed by a sum over the replica group computes,
-  /// with the association a single process accumulating the ranks'
-  /// gradients one after another has.
+  /// HYBRID_SHARD's reduction in one (a reduce_scatter `across` the
+  /// world): this rank's shard (its index in its shard group) of the sum of
+  /// `full` over every rank, added in world rank order, divided by the world
+  /// size if `mean`. What a reduce-scatter over the shard group followed by
+  /// an all-reduce over the replica group computes, with the association a
+  /// single process accumulating the ranks' gradients one after another
+  /// has.
   virtual std::unique_ptr<Pending> reduceScatterOverWorld(const at::Tensor &full,
                                                           bool mean) = 0;
 

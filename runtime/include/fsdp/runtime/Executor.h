@@ -58,7 +58,8 @@ public:
   std::vector<at::Tensor> run(const std::vector<at::Tensor> &inputs,
                               State &state);
 
-  /// Peak bytes of live tensors (slots and state) during the last run.
+  /// Peak bytes of live tensors (slots, state, and what collectives hold
+  /// in flight) during the last run.
   int64_t peakBytes() const { return peak; }
   /// Bytes of reduced gradients (what the optimizer reads) in the last run.
   int64_t gradientBytes() const { return gradBytes; }
@@ -81,7 +82,13 @@ private:
     std::vector<bool> donate;
   };
 
+  /// Memory: a storage counts once, however many slots and collectives
+  /// hold it.
+  void count(const at::Tensor &t);
+  void uncount(const at::Tensor &t);
   void set(int64_t slot, at::Tensor t);
+  /// `tensors` count until `slot` (a collective's future) is released.
+  void hold(int64_t slot, std::vector<at::Tensor> tensors);
   void release(int64_t slot);
 
   const Plan &plan;
@@ -89,11 +96,8 @@ private:
   std::vector<at::Tensor> constants; // by instruction index (Constant ones)
   std::vector<at::Tensor> slots;
   std::vector<std::unique_ptr<Pending>> futures; // by slot
+  std::vector<std::vector<at::Tensor>> held;     // by future slot
   std::vector<size_t> startOf; // a Wait's collective start, by instruction
-  // HYBRID_SHARD's reduce-scatter over the shard group and the all-reduce
-  // of its result over the replica group, run as one sum over the world:
-  // by instruction, the other half of the pair (-1 if none).
-  std::vector<int64_t> pairedWith;
   Communicator *comm;
   std::unique_ptr<Communicator> single;
   int64_t gradBytes = 0;

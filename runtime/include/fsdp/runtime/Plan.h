@@ -17,7 +17,7 @@
 namespace fsdp::runtime {
 
 /// The plan format version this runtime reads.
-constexpr int64_t kPlanFormatVersion = 4;
+constexpr int64_t kPlanFormatVersion = 5;
 
 /// The most ranks a plan can be compiled for (ranks are C ints, as in
 /// c10d and NCCL).
@@ -114,6 +114,8 @@ struct Instruction {
   int64_t input = -1;            // collectives: the tensor; Wait: the future;
                                  // Free, View, LocalShard: the buffer
   CommGroup group = CommGroup::World; // collectives, LocalShard
+  bool acrossWorld = false;      // ReduceScatter: the sum runs over the
+                                 // world in rank order (HYBRID_SHARD)
   bool mean = false;             // ReduceScatter, AllReduce: divide by ranks
   int64_t offset = 0;            // View
   std::vector<int64_t> free;     // slots released after this instruction

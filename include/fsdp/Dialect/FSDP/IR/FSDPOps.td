@@ -274,15 +274,27 @@ def FSDP_ReduceScatterStartOp : FSDP_Op<"reduce_scatter.start",
     Every rank of `group` contributes the full flat gradient; rank r receives
     shard r of the reduction (`mean` divides by the group size).
 
+    With `across world` (HYBRID_SHARD's reduction in one collective), every
+    rank of the world contributes and the sum runs over the world in rank
+    order, as one process accumulating the ranks' gradients one after
+    another adds them; a rank receives the shard of its index in `group`
+    (which must be `shard`), and `mean` divides by the world size. It
+    computes what a reduce-scatter over the shard group followed by an
+    all-reduce over the replica group computes, with one association of the
+    sum on every rank.
+
     ```mlir
     %g = fsdp.reduce_scatter.start %grad for @unit0 group shard reduce mean : tensor<532xf32> -> !fsdp.future<tensor<133xf32>>
+    %h = fsdp.reduce_scatter.start %grad for @unit0 group shard across world reduce mean : tensor<532xf32> -> !fsdp.future<tensor<133xf32>>
     ```
   }];
   let arguments = (ins FSDP_FlatTensor:$input, FlatSymbolRefAttr:$unit,
-                       FSDP_CommGroupAttr:$group, FSDP_ReduceOpAttr:$reduce);
+                       FSDP_CommGroupAttr:$group,
+                       OptionalAttr<FSDP_CommGroupAttr>:$across,
+                       FSDP_ReduceOpAttr:$reduce);
   let results = (outs FSDP_FutureType:$future);
   let assemblyFormat = [{
-    $input `for` $unit `group` $group `reduce` $reduce attr-dict `:` type($input) `->` type($future)
+    $input `for` $unit `group` $group (`across` $across^)? `reduce` $reduce attr-dict `:` type($input) `->` type($future)
   }];
   let hasVerifier = 1;
 }
