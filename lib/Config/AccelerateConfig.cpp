@@ -138,7 +138,7 @@ private:
   struct FsdpState {
     const Entry *sharding = nullptr, *policy = nullptr,
                 *minNumParams = nullptr, *reshardAfterForward = nullptr,
-                *backwardPrefetch = nullptr;
+                *backwardPrefetch = nullptr, *limitAllGathers = nullptr;
   };
   llvm::Error readFsdpEntry(const Entry &entry, AccelerateConfig &config,
                             FsdpState &state);
@@ -481,9 +481,12 @@ llvm::Error Reader::readFsdpConfig(const Entry &section,
     config.autoWrapReason = where(*state.policy) + ": " +
                             state.policy->value.Scalar();
   }
-  // FSDP2 prefetches the next unit in the backward by itself.
+  // FSDP2 prefetches the next unit in the backward by itself, and has no
+  // rate limiter.
   if (!state.backwardPrefetch && config.fsdpVersion == 2)
     config.backwardPrefetch = "BACKWARD_PRE";
+  if (!state.limitAllGathers && config.fsdpVersion == 2)
+    config.limitAllGathers = 0;
   // FSDP2: reshard_after_forward is the sharding strategy's half that
   // applies (true: FULL_SHARD, false: SHARD_GRAD_OP).
   if (state.reshardAfterForward && config.fsdpVersion != 2)
@@ -609,6 +612,7 @@ llvm::Error Reader::readFsdpEntry(const Entry &entry, AccelerateConfig &config,
     if (llvm::Error err = readBool(entry, limit))
       return err;
     config.limitAllGathers = limit ? 2 : 0;
+    state.limitAllGathers = &entry;
     return llvm::Error::success();
   }
   if (key == "fsdp_offload_params")

@@ -65,6 +65,14 @@ bool updatedBetween(Operation *from, GetOp read) {
   return false;
 }
 
+/// A limit option: negative is an error; 0 means no limit.
+LogicalResult checkLimit(ModuleOp module, int64_t limit, StringRef what) {
+  if (limit >= 0)
+    return success();
+  return module.emitError("the ")
+         << what << " limit must not be negative, found " << limit;
+}
+
 struct Prefetch : fsdp::impl::PrefetchBase<Prefetch> {
   using Base::Base;
 
@@ -103,11 +111,8 @@ struct LimitAllGathers : fsdp::impl::LimitAllGathersBase<LimitAllGathers> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (limit < 0) {
-      module.emitError("the all-gather limit must not be negative, found ")
-          << int64_t(limit);
+    if (failed(checkLimit(module, limit, "all-gather")))
       return signalPassFailure();
-    }
     if (limit == 0)
       return;
     forEachStep(module, [&](Block &body) {
@@ -160,11 +165,8 @@ struct LimitReductions : fsdp::impl::LimitReductionsBase<LimitReductions> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (limit < 0) {
-      module.emitError("the reduction limit must not be negative, found ")
-          << int64_t(limit);
+    if (failed(checkLimit(module, limit, "reduction")))
       return signalPassFailure();
-    }
     if (limit == 0)
       return;
     forEachStep(module, [&](Block &body) {
@@ -200,6 +202,14 @@ struct ApplySchedule : fsdp::impl::ApplyScheduleBase<ApplySchedule> {
           ok = false;
           continue;
         }
+        if (!starts[i]->isBeforeInBlock(wait)) {
+          InFlightDiagnostic diag = wait.emitOpError(
+              "is marked to wait before a reduction that starts after it (a "
+              "schedule only moves a wait earlier)");
+          diag.attachNote(starts[i]->getLoc()) << "that reduction";
+          ok = false;
+          continue;
+        }
         Operation *start = wait.getFuture().getDefiningOp();
         if (!start || start->getBlock() != &body ||
             !start->isBeforeInBlock(starts[i])) {
@@ -222,26 +232,44 @@ struct ApplySchedule : fsdp::impl::ApplyScheduleBase<ApplySchedule> {
       // Anchors are waits and frees, which stay: find them all first.
       SmallVector<std::pair<Gather, Operation *>> moves;
       for (size_t k = 0; k < gathers.size(); ++k) {
-        StringRef mark = markOf(gathers[k]);
+        Gather g = gathers[k];
+        StringRef mark = markOf(g);
         if (mark.empty())
           continue;
+        auto fail = [&](const Twine &message) {
+          InFlightDiagnostic diag = g.start->emitOpError(message);
+          ok = false;
+          return diag;
+        };
+        if (mark != "wait" && mark != "free") {
+          fail(Twine("is marked ") + kPrefetchAttr + " = \"" + mark +
+               "\": expected \"wait\" or \"free\"");
+          continue;
+        }
+        if (k == 0 || gathers[k - 1].phase != g.phase) {
+          fail(Twine("is marked ") + kPrefetchAttr + " = \"" + mark +
+               "\" but has no previous gather in its phase to start after");
+          continue;
+        }
         Operation *anchor = anchorOf(gathers, k, mark);
         if (!anchor) {
-          gathers[k].start->emitOpError("is marked ")
-              << kPrefetchAttr << " = \"" << mark
-              << "\" but has no previous gather in its phase to start after "
-                 "(expected \"wait\" or \"free\" after another gather)";
-          ok = false;
+          fail("is marked to start after the free of the previous gather, "
+               "which is never freed");
           continue;
         }
-        if (order.at(anchor) >= order.at(gathers[k].wait)) {
-          InFlightDiagnostic diag = gathers[k].start->emitOpError(
-              "is marked to start after an op that follows its own wait");
-          diag.attachNote(anchor->getLoc()) << "that op";
-          ok = false;
+        if (order.at(anchor) >= order.at(g.read)) {
+          fail("is marked to start after an op that comes after it (a "
+               "schedule only moves a gather earlier)")
+                  .attachNote(anchor->getLoc())
+              << "that op";
           continue;
         }
-        moves.emplace_back(gathers[k], anchor);
+        if (updatedBetween(anchor, g.read)) {
+          fail(Twine("would read @") + g.read.getName() +
+               " before an fsdp.update of it");
+          continue;
+        }
+        moves.emplace_back(g, anchor);
       }
       for (auto &[g, anchor] : moves) {
         g.read->moveAfter(anchor);

@@ -339,8 +339,9 @@ public:
     int n = groupSize(group);
     if (n == 1)
       return std::make_unique<Ready>(shard.clone());
-    // One buffer, written in place by the gather: rank i's shard is its
-    // i-th chunk.
+    // One output buffer, rank i's shard its i-th chunk: no concatenation
+    // after the gather (Gloo itself receives into a buffer of its own and
+    // copies into the chunks, which the runtime does not see).
     std::vector<int64_t> sizes = shard.sizes().vec();
     sizes[0] *= n;
     at::Tensor output = at::empty(sizes, shard.options());

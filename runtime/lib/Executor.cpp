@@ -463,6 +463,8 @@ void Executor::set(int64_t slot, at::Tensor t) {
 void Executor::hold(int64_t slot, std::vector<at::Tensor> tensors) {
   for (const at::Tensor &t : tensors)
     count(t);
+  for (const at::Tensor &t : held[slot])
+    uncount(t);
   held[slot] = std::move(tensors);
 }
 
@@ -485,13 +487,8 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
   gradBytes = 0;
   // The state lives through the step; views of it (a transposed weight)
   // add nothing.
-  for (const auto &[name, t] : state) {
-    auto &[refs, bytes] = storages[t.storage().unsafeGetStorageImpl()];
-    if (refs++ == 0) {
-      bytes = t.storage().nbytes();
-      live += bytes;
-    }
-  }
+  for (const auto &[name, t] : state)
+    count(t);
   peak = live;
   for (size_t i = 0; i < plan.inputs.size(); ++i)
     set(plan.inputs[i].slot, inputs[i]);
@@ -504,12 +501,20 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
                            : std::chrono::steady_clock::time_point();
     switch (inst.kind) {
     case InstKind::Get:
-      // Reads share the state's storage, already counted.
-      slots[inst.result] = state.at(inst.state);
+      // A read shares the state's storage: its bytes count once, and the
+      // state keeps them counted after the read's slot is released.
+      set(inst.result, state.at(inst.state));
       break;
-    case InstKind::Update:
-      state[inst.state] = slots[inst.value];
+    case InstKind::Update: {
+      // The state holds the new value (counted while the state holds it)
+      // instead of the old one.
+      at::Tensor &entry = state[inst.state];
+      const at::Tensor &next = slots[inst.value];
+      count(next);
+      uncount(entry);
+      entry = next;
       break;
+    }
     case InstKind::Constant:
       set(inst.result, constants[i]);
       break;

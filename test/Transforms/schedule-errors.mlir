@@ -23,8 +23,8 @@ module {
 
 // -----
 
-// A mark whose anchor (the previous gather's free) follows this gather's
-// own wait.
+// A mark whose anchor (the previous gather's free) comes after the gather:
+// a schedule only moves a gather earlier.
 module {
   fsdp.param @w : tensor<4xf32> in "a" : "M"
   fsdp.param @v : tensor<4xf32> in "b" : "M"
@@ -35,7 +35,7 @@ module {
     %fa = fsdp.all_gather.start %sa for @a group shard : tensor<2xf32> -> !fsdp.future<tensor<4xf32>>
     %ba = fsdp.wait %fa : !fsdp.future<tensor<4xf32>>
     %sb = fsdp.get @b : tensor<2xf32>
-    // expected-error@+1 {{'fsdp.all_gather.start' op is marked to start after an op that follows its own wait}}
+    // expected-error@+1 {{'fsdp.all_gather.start' op is marked to start after an op that comes after it (a schedule only moves a gather earlier)}}
     %fb = fsdp.all_gather.start %sb for @b group shard {fsdp.prefetch = "free"} : tensor<2xf32> -> !fsdp.future<tensor<4xf32>>
     %bb = fsdp.wait %fb : !fsdp.future<tensor<4xf32>>
     %y = aten.call "aten::mul.Tensor"(%ba, %bb) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
@@ -76,6 +76,100 @@ module {
     // expected-error@+1 {{'fsdp.wait' op is marked to wait before a reduction that starts before its own collective}}
     %sb = fsdp.wait %rb {fsdp.wait_before = 0 : i64} : !fsdp.future<tensor<2xf32>>
     %sa = fsdp.wait %ra : !fsdp.future<tensor<2xf32>>
+    fsdp.grad @a, %sa : tensor<2xf32>
+    fsdp.grad @b, %sb : tensor<2xf32>
+    return
+  }
+}
+
+// -----
+
+// A mark that is neither "wait" nor "free".
+module {
+  fsdp.param @w : tensor<4xf32> in "a" : "M"
+  fsdp.param @v : tensor<4xf32> in "b" : "M"
+  fsdp.flat_param @a for "a" params [@w] offsets [0] numel 4 padded 4 shards 2 : f32
+  fsdp.flat_param @b for "b" params [@v] offsets [0] numel 4 padded 4 shards 2 : f32
+  func.func @train_step() -> tensor<4xf32> {
+    %sa = fsdp.get @a : tensor<2xf32>
+    %fa = fsdp.all_gather.start %sa for @a group shard : tensor<2xf32> -> !fsdp.future<tensor<4xf32>>
+    %ba = fsdp.wait %fa : !fsdp.future<tensor<4xf32>>
+    %y = aten.call "aten::neg"(%ba) : (tensor<4xf32>) -> tensor<4xf32>
+    fsdp.free %ba : tensor<4xf32>
+    %sb = fsdp.get @b : tensor<2xf32>
+    // expected-error@+1 {{'fsdp.all_gather.start' op is marked fsdp.prefetch = "early": expected "wait" or "free"}}
+    %fb = fsdp.all_gather.start %sb for @b group shard {fsdp.prefetch = "early"} : tensor<2xf32> -> !fsdp.future<tensor<4xf32>>
+    %bb = fsdp.wait %fb : !fsdp.future<tensor<4xf32>>
+    %z = aten.call "aten::mul.Tensor"(%y, %bb) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    fsdp.free %bb : tensor<4xf32>
+    return %z : tensor<4xf32>
+  }
+}
+
+// -----
+
+// "free" after a gather that is never freed (fsdp-verify-plan would refuse
+// the step; the scheduler says what it cannot do).
+module {
+  fsdp.param @w : tensor<4xf32> in "a" : "M"
+  fsdp.param @v : tensor<4xf32> in "b" : "M"
+  fsdp.flat_param @a for "a" params [@w] offsets [0] numel 4 padded 4 shards 2 : f32
+  fsdp.flat_param @b for "b" params [@v] offsets [0] numel 4 padded 4 shards 2 : f32
+  func.func @train_step() -> tensor<4xf32> {
+    %sa = fsdp.get @a : tensor<2xf32>
+    %fa = fsdp.all_gather.start %sa for @a group shard : tensor<2xf32> -> !fsdp.future<tensor<4xf32>>
+    %ba = fsdp.wait %fa : !fsdp.future<tensor<4xf32>>
+    %y = aten.call "aten::neg"(%ba) : (tensor<4xf32>) -> tensor<4xf32>
+    %sb = fsdp.get @b : tensor<2xf32>
+    // expected-error@+1 {{'fsdp.all_gather.start' op is marked to start after the free of the previous gather, which is never freed}}
+    %fb = fsdp.all_gather.start %sb for @b group shard {fsdp.prefetch = "free"} : tensor<2xf32> -> !fsdp.future<tensor<4xf32>>
+    %bb = fsdp.wait %fb : !fsdp.future<tensor<4xf32>>
+    %z = aten.call "aten::mul.Tensor"(%y, %bb) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    fsdp.free %bb : tensor<4xf32>
+    return %z : tensor<4xf32>
+  }
+}
+
+// -----
+
+// A move that would read a flat parameter before its update.
+module {
+  fsdp.param @w : tensor<4xf32> in "a" : "M"
+  fsdp.param @v : tensor<4xf32> in "b" : "M"
+  fsdp.flat_param @a for "a" params [@w] offsets [0] numel 4 padded 4 shards 2 : f32
+  fsdp.flat_param @b for "b" params [@v] offsets [0] numel 4 padded 4 shards 2 : f32
+  func.func @train_step(%n: tensor<2xf32>) -> tensor<4xf32> {
+    %sa = fsdp.get @a : tensor<2xf32>
+    %fa = fsdp.all_gather.start %sa for @a group shard : tensor<2xf32> -> !fsdp.future<tensor<4xf32>>
+    %ba = fsdp.wait %fa : !fsdp.future<tensor<4xf32>>
+    %y = aten.call "aten::neg"(%ba) : (tensor<4xf32>) -> tensor<4xf32>
+    fsdp.free %ba : tensor<4xf32>
+    fsdp.update @b, %n : tensor<2xf32>
+    %sb = fsdp.get @b : tensor<2xf32>
+    // expected-error@+1 {{'fsdp.all_gather.start' op would read @b before an fsdp.update of it}}
+    %fb = fsdp.all_gather.start %sb for @b group shard {fsdp.prefetch = "wait"} : tensor<2xf32> -> !fsdp.future<tensor<4xf32>>
+    %bb = fsdp.wait %fb : !fsdp.future<tensor<4xf32>>
+    %z = aten.call "aten::mul.Tensor"(%y, %bb) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    fsdp.free %bb : tensor<4xf32>
+    return %z : tensor<4xf32>
+  }
+}
+
+// -----
+
+// A wait marked to move later, after a reduction that follows it.
+module {
+  fsdp.param @w : tensor<4xf32> in "a" : "M"
+  fsdp.param @v : tensor<4xf32> in "b" : "M"
+  fsdp.flat_param @a for "a" params [@w] offsets [0] numel 4 padded 4 shards 2 : f32
+  fsdp.flat_param @b for "b" params [@v] offsets [0] numel 4 padded 4 shards 2 : f32
+  func.func @train_step(%g: tensor<4xf32>) {
+    %ra = fsdp.reduce_scatter.start %g for @a group shard reduce mean : tensor<4xf32> -> !fsdp.future<tensor<2xf32>>
+    // expected-error@+1 {{'fsdp.wait' op is marked to wait before a reduction that starts after it (a schedule only moves a wait earlier)}}
+    %sa = fsdp.wait %ra {fsdp.wait_before = 1 : i64} : !fsdp.future<tensor<2xf32>>
+    // expected-note@+1 {{that reduction}}
+    %rb = fsdp.reduce_scatter.start %g for @b group shard reduce mean : tensor<4xf32> -> !fsdp.future<tensor<2xf32>>
+    %sb = fsdp.wait %rb : !fsdp.future<tensor<2xf32>>
     fsdp.grad @a, %sa : tensor<2xf32>
     fsdp.grad @b, %sb : tensor<2xf32>
     return

@@ -3,6 +3,9 @@
 // fsdp-apply-schedule moves the gathers; fsdp-verify-plan accepts the result.
 // RUN: fsdp-opt %s --fsdp-prefetch | FileCheck %s --check-prefix=PRE
 // RUN: fsdp-opt %s --fsdp-prefetch=backward-prefetch=BACKWARD_POST | FileCheck %s --check-prefix=POST
+// A buffer freed at the anchor does not count: BACKWARD_POST prefetches even
+// under a limit of 1.
+// RUN: fsdp-opt %s --fsdp-prefetch=backward-prefetch=BACKWARD_POST --fsdp-limit-all-gathers=limit=1 | FileCheck %s --check-prefix=POST
 // RUN: fsdp-opt %s --fsdp-prefetch="backward-prefetch=NO_PREFETCH forward-prefetch=true" | FileCheck %s --check-prefix=FWD
 // RUN: fsdp-opt %s --fsdp-prefetch=backward-prefetch=NO_PREFETCH | FileCheck %s --check-prefix=NONE
 // RUN: fsdp-opt %s --fsdp-prefetch=forward-prefetch=true --fsdp-limit-all-gathers | FileCheck %s --check-prefix=LIMIT2

@@ -46,7 +46,7 @@ struct AccelerateConfig {
   std::string backwardPrefetch = "NO_PREFETCH";
   bool forwardPrefetch = false; // fsdp_forward_prefetch
   /// fsdp_limit_all_gathers: FSDP1's rate limiter, 2 buffers (true, the
-  /// default) or none (false: 0).
+  /// default) or none (false: 0); FSDP2 has none (0 unless the key says).
   int64_t limitAllGathers = 2;
 };
 

@@ -269,7 +269,8 @@ def LimitAllGathers : Pass<"fsdp-limit-all-gathers", "mlir::ModuleOp"> {
     (alive). In start order, a prefetch decision (`fsdp.prefetch`) stays
     only if, where the gather would start, fewer than `limit` other
     gathered buffers count: FSDP1's rate limiter, decided before launch
-    instead of by blocking the CPU thread. Gathers at their canonical place
+    instead of by blocking the CPU thread. Buffers kept across phases
+    (SHARD_GRAD_OP's) count too. Gathers at their canonical place
     (right before their wait) are never delayed; `limit` 0 means no limit.
   }];
   let options = [
@@ -289,7 +290,9 @@ def LimitReductions : Pass<"fsdp-limit-reductions", "mlir::ModuleOp"> {
     unit's unsharded gradient at once. With `limit` N, reduction k is waited
     before reduction k + N starts: this pass marks such a wait with
     `fsdp.wait_before = k + N` (the index of that start among the step's
-    reduction starts, in order), and `fsdp-apply-schedule` moves it. FSDP2
+    reduction starts, in order: reduce-scatters and all-reduces, HYBRID_SHARD's
+    replica all-reduces and ignored parameters' all-reduces included), and
+    `fsdp-apply-schedule` moves it. FSDP2
     keeps one reduce-scatter in flight while the next is issued (2, the
     default); 0 means no bound.
   }];
@@ -306,9 +309,10 @@ def ApplySchedule : Pass<"fsdp-apply-schedule", "mlir::ModuleOp"> {
     `fsdp.get` of the shard it sends, right after the wait (`"wait"`) or the
     free (`"free"`) of the previous gather of its phase, and each
     `fsdp.wait` marked `fsdp.wait_before = i` right before the i-th
-    reduction start of the step; it drops the marks. Starts of reductions,
-    frees and the order of the collectives stay as they are, so every rank
-    still issues the same collectives in the same order.
+    reduction start of the step; it drops the marks. Moves only go earlier
+    and never past an update of the state a moved read reads; reduction
+    starts and frees stay, and all-gathers keep their order among
+    themselves. A mark it cannot apply is an error at the op.
   }];
 }
 
