@@ -17,7 +17,8 @@ with the exported weights). Rank r takes the r-th contiguous slice of each
 global batch in both; every rank uses --threads threads.
 
 Step times are medians over the steps after the warm-up ones, on rank 0
-(fsdp-run's --metrics step_ms; DDP's timed after a barrier). Memory columns:
+(fsdp-run's --metrics step_ms; DDP's timed after a barrier), and so is the
+time rank 0 was blocked waiting for collectives (comm_wait_ms). Memory columns:
 fsdp-run's sharded state and peak live bytes of rank 0 (its --metrics), and
 for DDP the bytes of parameters + gradients + optimizer state that every rank
 holds in full (not a measured peak: activations and DDP's gradient buckets
@@ -158,7 +159,10 @@ def run_fsdp(world, sharding, schedule, model_path, data_path, args, tmp):
     peak = summary.get("peak_bytes")
     if peak is None and all("peak_bytes" in m for m in steps):
         peak = max(m["peak_bytes"] for m in steps)
-    return {"step_ms": statistics.median(m["step_ms"] for m in steps[args.warmup:]),
+    timed = steps[args.warmup:]
+    wait = (statistics.median(m["comm_wait_ms"] for m in timed)
+            if all("comm_wait_ms" in m for m in timed) else None)
+    return {"step_ms": statistics.median(m["step_ms"] for m in timed), "wait_ms": wait,
             "sharded_bytes": summary.get("sharded_state_bytes"), "peak_bytes": peak,
             "read_bytes": summary.get("model_bytes_read"),
             "losses": [m["loss"] for m in steps]}
@@ -240,10 +244,11 @@ def main():
         print(f"gpt {kw}, global batch {args.batch}, AdamW, {args.threads} thread(s) per rank "
               f"on {os.cpu_count()} cores, median of steps {args.warmup + 1}-{args.steps} "
               "on rank 0")
-        print("\n| ranks | strategy | schedule | fsdp-run step ms | DDP step ms | ratio | fsdp-run "
+        print("\n| ranks | strategy | schedule | fsdp-run step ms | fsdp-run comm wait ms | "
+              "DDP step ms | ratio | fsdp-run "
               "sharded state MiB/rank | fsdp-run peak MiB/rank | DDP params+grads+optim "
               "MiB/rank | fsdp-run model MiB read/rank | DDP model MiB loaded/rank |")
-        print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         notes = []
         for w in ranks:
             # fsdp-opt's input specs are one rank's batch; the data holds all ranks'.
@@ -263,7 +268,8 @@ def main():
                     notes.append(f"{w} ranks, {sharding}: {mismatch}")
                 ms = "n/a" if not ours else f"{ours['step_ms']:.2f}"
                 ratio = "n/a" if not ours else f"{ours['step_ms'] / ddp['step_ms']:.2f}"
-                print(f"| {w} | {sharding} | {schedule} | {ms} | {ddp['step_ms']:.2f} | {ratio} | "
+                wait = "n/a" if not ours or ours["wait_ms"] is None else f"{ours['wait_ms']:.2f}"
+                print(f"| {w} | {sharding} | {schedule} | {ms} | {wait} | {ddp['step_ms']:.2f} | {ratio} | "
                       f"{mib(ours.get('sharded_bytes'))} | {mib(ours.get('peak_bytes'))} | "
                       f"{mib(ddp['state_bytes'])} | {mib(ours.get('read_bytes'))} | "
                       f"{mib(ddp['loaded_bytes'])} |", flush=True)

@@ -485,6 +485,7 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
   storages.clear();
   live = peak = 0;
   gradBytes = 0;
+  waitMs = 0;
   // The state lives through the step; views of it (a transposed weight)
   // add nothing.
   for (const auto &[name, t] : state)
@@ -537,8 +538,12 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
         throw Error("instruction #" + std::to_string(i) +
                     " waits for a collective that was not started");
       at::Tensor t;
+      auto blocked = std::chrono::steady_clock::now();
       try {
         t = pending->wait();
+        waitMs += std::chrono::duration<double, std::milli>(
+                      std::chrono::steady_clock::now() - blocked)
+                      .count();
       } catch (const std::exception &e) {
         throw Error("instruction #" + std::to_string(i) +
                     " (wait for a collective): " + firstLine(e));

@@ -615,6 +615,7 @@ void runRank(const Options &o, const RankInfo &info,
     if (metrics.is_open()) {
       nlohmann::json line{{"step", step},
                           {"step_ms", ms},
+                          {"comm_wait_ms", executor.commWaitMs()},
                           {"peak_bytes", executor.peakBytes()}};
       line["loss"] = hasLoss ? nlohmann::json(loss) : nlohmann::json(nullptr);
       // One line per step, as it happens: others may follow the run.

@@ -63,6 +63,9 @@ public:
   int64_t peakBytes() const { return peak; }
   /// Bytes of reduced gradients (what the optimizer reads) in the last run.
   int64_t gradientBytes() const { return gradBytes; }
+  /// Milliseconds the last run was blocked in waits for collectives (what
+  /// the schedule did not overlap with compute).
+  double commWaitMs() const { return waitMs; }
 
   /// Times every instruction from now on (`fsdp-run --profile`).
   void enableProfiling() { profile.assign(plan.instructions.size(), 0.0); }
@@ -101,6 +104,7 @@ private:
   Communicator *comm;
   std::unique_ptr<Communicator> single;
   int64_t gradBytes = 0;
+  double waitMs = 0;
   std::unordered_map<const void *, std::pair<int64_t, int64_t>> storages;
   int64_t live = 0, peak = 0;
   std::vector<double> profile;
