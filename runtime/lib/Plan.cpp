@@ -36,32 +36,34 @@ bool writeAll(int fd, const char *data, size_t size) {
 
 using nlohmann::json;
 
+/// libtorch's scalar type of each of the plan's element types.
+static c10::ScalarType scalarType(plan::DType dtype) {
+  switch (dtype) {
+  case plan::DType::F32: return c10::kFloat;
+  case plan::DType::F64: return c10::kDouble;
+  case plan::DType::F16: return c10::kHalf;
+  case plan::DType::BF16: return c10::kBFloat16;
+  case plan::DType::I64: return c10::kLong;
+  case plan::DType::I32: return c10::kInt;
+  case plan::DType::I16: return c10::kShort;
+  case plan::DType::I8: return c10::kChar;
+  case plan::DType::UI8: return c10::kByte;
+  case plan::DType::I1: return c10::kBool;
+  }
+  return c10::kFloat;
+}
+
 c10::ScalarType parseDtype(const std::string &name) {
-  static const std::pair<const char *, c10::ScalarType> table[] = {
-      {"f32", c10::kFloat}, {"f64", c10::kDouble}, {"f16", c10::kHalf},
-      {"bf16", c10::kBFloat16}, {"i64", c10::kLong}, {"i32", c10::kInt},
-      {"i16", c10::kShort}, {"i8", c10::kChar}, {"ui8", c10::kByte},
-      {"i1", c10::kBool}};
-  for (const auto &[n, t] : table)
-    if (name == n)
-      return t;
+  if (std::optional<plan::DType> dtype = plan::parseDType(name))
+    return scalarType(*dtype);
   throw Error("unknown dtype '" + name + "'");
 }
 
 std::string dtypeName(c10::ScalarType dtype) {
-  switch (dtype) {
-  case c10::kFloat: return "f32";
-  case c10::kDouble: return "f64";
-  case c10::kHalf: return "f16";
-  case c10::kBFloat16: return "bf16";
-  case c10::kLong: return "i64";
-  case c10::kInt: return "i32";
-  case c10::kShort: return "i16";
-  case c10::kChar: return "i8";
-  case c10::kByte: return "ui8";
-  case c10::kBool: return "i1";
-  default: return c10::toString(dtype);
-  }
+  for (const plan::DTypeInfo &i : plan::kDTypes)
+    if (scalarType(i.dtype) == dtype)
+      return std::string(i.name);
+  return c10::toString(dtype);
 }
 
 std::string TensorSpec::str() const {
@@ -267,12 +269,8 @@ static void validate(const Plan &plan, const std::string &path) {
 }
 
 static CommGroup parseGroup(const std::string &group, const std::string &path) {
-  if (group == "world")
-    return CommGroup::World;
-  if (group == "shard")
-    return CommGroup::Shard;
-  if (group == "replicate")
-    return CommGroup::Replicate;
+  if (std::optional<CommGroup> g = plan::parseCommGroup(group))
+    return *g;
   throw Error("plan '" + path + "': unknown group '" + group + "'");
 }
 

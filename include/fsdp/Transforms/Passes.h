@@ -4,6 +4,7 @@
 
 #include "fsdp/Dialect/ATen/IR/ATenDialect.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "fsdp/runtime/PlanSchema.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
@@ -11,9 +12,9 @@
 
 namespace fsdp {
 
-/// The most ranks a plan can be compiled for: the runtime's ranks are C
-/// ints, as in c10d and NCCL.
-inline constexpr int64_t kMaxWorldSize = 2147483647;
+/// The most ranks a plan can be compiled for: the runtime's bound (its
+/// ranks are C ints, as in c10d and NCCL).
+inline constexpr int64_t kMaxWorldSize = plan::kMaxWorldSize;
 
 /// The sharding strategies fsdp-shard knows: PyTorch FSDP's and fairscale's
 /// names, as a message lists them.

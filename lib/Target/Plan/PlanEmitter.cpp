@@ -13,21 +13,48 @@ using namespace mlir;
 using namespace fsdp;
 namespace json = llvm::json;
 
-std::string fsdp::dtypeName(Type type) {
+/// The plan's name of a collective group: the runtime's.
+static std::string groupName(CommGroup group) {
+  switch (group) {
+  case CommGroup::world:
+    return std::string(plan::name(plan::CommGroup::World));
+  case CommGroup::shard:
+    return std::string(plan::name(plan::CommGroup::Shard));
+  case CommGroup::replicate:
+    return std::string(plan::name(plan::CommGroup::Replicate));
+  }
+  llvm_unreachable("every group has a name");
+}
+
+/// The plan's element type of an MLIR element type.
+static std::optional<plan::DType> planDType(Type type) {
+  using plan::DType;
   if (type.isF32())
-    return "f32";
+    return DType::F32;
   if (type.isF64())
-    return "f64";
+    return DType::F64;
   if (type.isF16())
-    return "f16";
+    return DType::F16;
   if (type.isBF16())
-    return "bf16";
+    return DType::BF16;
   if (type.isUnsignedInteger(8))
-    return "ui8";
-  for (unsigned width : {1u, 8u, 16u, 32u, 64u})
-    if (type.isSignlessInteger(width))
-      return "i" + std::to_string(width);
-  return "";
+    return DType::UI8;
+  if (type.isSignlessInteger(1))
+    return DType::I1;
+  if (type.isSignlessInteger(8))
+    return DType::I8;
+  if (type.isSignlessInteger(16))
+    return DType::I16;
+  if (type.isSignlessInteger(32))
+    return DType::I32;
+  if (type.isSignlessInteger(64))
+    return DType::I64;
+  return std::nullopt;
+}
+
+std::string fsdp::dtypeName(Type type) {
+  std::optional<plan::DType> dtype = planDType(type);
+  return dtype ? std::string(plan::info(*dtype).name) : std::string();
 }
 
 /// Where an op comes from, for the runtime's messages: the module path and
@@ -327,21 +354,21 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
     } else if (auto gather = dyn_cast<AllGatherStartOp>(op)) {
       inst["kind"] = "all_gather";
       inst["unit"] = gather.getUnit();
-      inst["group"] = stringifyCommGroup(gather.getGroup());
+      inst["group"] = groupName(gather.getGroup());
       inst["input"] = slot(gather.getShard());
       inst["result"] = slot(gather.getFuture());
     } else if (auto scatter = dyn_cast<ReduceScatterStartOp>(op)) {
       inst["kind"] = "reduce_scatter";
       inst["unit"] = scatter.getUnit();
-      inst["group"] = stringifyCommGroup(scatter.getGroup());
+      inst["group"] = groupName(scatter.getGroup());
       if (std::optional<CommGroup> across = scatter.getAcross())
-        inst["across"] = stringifyCommGroup(*across);
+        inst["across"] = groupName(*across);
       inst["reduce"] = stringifyReduceOp(scatter.getReduce());
       inst["input"] = slot(scatter.getInput());
       inst["result"] = slot(scatter.getFuture());
     } else if (auto reduce = dyn_cast<AllReduceStartOp>(op)) {
       inst["kind"] = "all_reduce";
-      inst["group"] = stringifyCommGroup(reduce.getGroup());
+      inst["group"] = groupName(reduce.getGroup());
       inst["reduce"] = stringifyReduceOp(reduce.getReduce());
       inst["input"] = slot(reduce.getInput());
       inst["result"] = slot(reduce.getFuture());
@@ -360,7 +387,7 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
       inst = std::move(*type->getAsObject());
       inst["kind"] = "local_shard";
       inst["unit"] = local.getUnit();
-      inst["group"] = stringifyCommGroup(local.getGroup());
+      inst["group"] = groupName(local.getGroup());
       inst["buffer"] = slot(local.getBuffer());
       inst["result"] = slot(local.getResult());
     } else if (auto free = dyn_cast<FreeOp>(op)) {

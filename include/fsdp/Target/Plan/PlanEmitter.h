@@ -7,13 +7,15 @@
 #ifndef FSDP_TARGET_PLAN_PLANEMITTER_H
 #define FSDP_TARGET_PLAN_PLANEMITTER_H
 
+#include "fsdp/runtime/PlanSchema.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace fsdp {
 
-/// The plan format version this compiler writes.
-constexpr int64_t kPlanFormatVersion = 5;
+/// The plan format version this compiler writes: the runtime's.
+inline constexpr int64_t kPlanFormatVersion = plan::kFormatVersion;
 
 /// Writes the plan of `module`'s function `entry` to `os`. Emits a diagnostic
 /// at the first op a plan cannot express and fails.

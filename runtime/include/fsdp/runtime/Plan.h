@@ -6,6 +6,8 @@
 #ifndef FSDP_RUNTIME_PLAN_H
 #define FSDP_RUNTIME_PLAN_H
 
+#include "fsdp/runtime/PlanSchema.h"
+
 #include <c10/core/ScalarType.h>
 #include <nlohmann/json.hpp>
 
@@ -17,11 +19,11 @@
 namespace fsdp::runtime {
 
 /// The plan format version this runtime reads.
-constexpr int64_t kPlanFormatVersion = 5;
+inline constexpr int64_t kPlanFormatVersion = plan::kFormatVersion;
 
 /// The most ranks a plan can be compiled for (ranks are C ints, as in
 /// c10d and NCCL).
-constexpr int64_t kMaxWorldSize = 2147483647;
+inline constexpr int64_t kMaxWorldSize = plan::kMaxWorldSize;
 
 /// A user-facing error: the message says what is wrong and where.
 struct Error : std::runtime_error {
@@ -95,7 +97,7 @@ enum class InstKind {
 };
 
 /// The ranks a collective runs over.
-enum class CommGroup { World, Shard, Replicate };
+using plan::CommGroup;
 
 struct Instruction {
   InstKind kind;

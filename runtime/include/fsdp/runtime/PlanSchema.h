@@ -1,0 +1,81 @@
+//===- PlanSchema.h - the plan format's constants, owned by the runtime ----===//
+//
+// What the compiler writes and the runtime reads, spelled once: the format
+// version, the world-size bound, the element types and the collective groups
+// with their names in the file (docs/plan-format.md). The runtime owns the
+// format; the compiler's emitter includes this header. It depends on the
+// standard library only, so the compiler needs no libtorch for it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_PLANSCHEMA_H
+#define FSDP_RUNTIME_PLANSCHEMA_H
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace fsdp::plan {
+
+/// The plan format version: what the compiler writes and the runtime reads.
+inline constexpr int64_t kFormatVersion = 5;
+
+/// The most ranks a plan can be compiled for and run on (ranks are C ints,
+/// as in c10d and NCCL).
+inline constexpr int64_t kMaxWorldSize = 2147483647;
+
+/// The element types a plan's tensors have.
+enum class DType { F32, F64, F16, BF16, I64, I32, I16, I8, UI8, I1 };
+
+struct DTypeInfo {
+  DType dtype;
+  std::string_view name; // in the plan file
+  int64_t bytes;         // per element
+};
+
+inline constexpr DTypeInfo kDTypes[] = {
+    {DType::F32, "f32", 4}, {DType::F64, "f64", 8}, {DType::F16, "f16", 2},
+    {DType::BF16, "bf16", 2}, {DType::I64, "i64", 8}, {DType::I32, "i32", 4},
+    {DType::I16, "i16", 2}, {DType::I8, "i8", 1},    {DType::UI8, "ui8", 1},
+    {DType::I1, "i1", 1}};
+
+inline constexpr const DTypeInfo &info(DType dtype) {
+  for (const DTypeInfo &i : kDTypes)
+    if (i.dtype == dtype)
+      return i;
+  return kDTypes[0]; // unreachable: every DType is in the table
+}
+
+inline std::optional<DType> parseDType(std::string_view name) {
+  for (const DTypeInfo &i : kDTypes)
+    if (i.name == name)
+      return i.dtype;
+  return std::nullopt;
+}
+
+/// The ranks a collective runs over: all of them, the rank's shard group
+/// (consecutive ranks that shard a flat parameter), or its replica group
+/// (the ranks at its index in the other shard groups).
+enum class CommGroup { World, Shard, Replicate };
+
+inline constexpr std::string_view name(CommGroup group) {
+  switch (group) {
+  case CommGroup::World:
+    return "world";
+  case CommGroup::Shard:
+    return "shard";
+  case CommGroup::Replicate:
+    return "replicate";
+  }
+  return "";
+}
+
+inline std::optional<CommGroup> parseCommGroup(std::string_view text) {
+  for (CommGroup g : {CommGroup::World, CommGroup::Shard, CommGroup::Replicate})
+    if (name(g) == text)
+      return g;
+  return std::nullopt;
+}
+
+} // namespace fsdp::plan
+
+#endif // FSDP_RUNTIME_PLANSCHEMA_H
