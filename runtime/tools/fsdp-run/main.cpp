@@ -623,12 +623,24 @@ void runRank(const Options &o, const RankInfo &info,
     }
   }
   int64_t sharded = parameterAndOptimizerBytes(plan, state) + gradBytes;
+  // The summary's peak is the largest over the ranks (ranks differ where
+  // their shards' padding does); every rank takes part.
+  int64_t peakRank = 0;
+  if (info.worldSize > 1) {
+    at::Tensor peaks = at::zeros({info.worldSize}, at::kDouble);
+    peaks[info.rank] = static_cast<double>(peak);
+    at::Tensor all = comm->allReduce(peaks, CommGroup::World, /*mean=*/false)
+                         ->wait();
+    peakRank = all.argmax().item<int64_t>();
+    peak = static_cast<int64_t>(all[peakRank].item<double>());
+  }
   if (lead && metrics.is_open()) {
     nlohmann::json summary{{"summary", true},
                            {"world_size", info.worldSize},
                            {"sharded_state_bytes", sharded},
                            {"model_bytes_read", modelBytesRead},
-                           {"peak_bytes", peak}};
+                           {"peak_bytes", peak},
+                           {"peak_rank", peakRank}};
     writeMetrics(summary);
     metrics.close();
     if (!metrics)
