@@ -148,14 +148,15 @@ struct LimitAllGathers : fsdp::impl::LimitAllGathersBase<LimitAllGathers> {
 SmallVector<Operation *> reductionStarts(Block &body) {
   SmallVector<Operation *> starts;
   for (Operation &op : body)
-    if (isa<ReduceScatterStartOp, AllReduceStartOp>(op))
+    if (auto collective = dyn_cast<CollectiveStartOp>(op);
+        collective && collective.isReduction())
       starts.push_back(&op);
   return starts;
 }
 
 /// The wait of a collective start (its future's one user), or null.
 WaitOp waitOf(Operation *start) {
-  Value future = start->getResult(0);
+  Value future = cast<CollectiveStartOp>(start).getCollectiveFuture();
   return future.hasOneUse() ? dyn_cast<WaitOp>(*future.getUsers().begin())
                             : WaitOp();
 }

@@ -23,19 +23,6 @@ using namespace fsdp;
 
 namespace {
 
-bool isCollectiveStart(Operation *op) {
-  return isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op);
-}
-
-/// The tensor a collective start reads.
-Value collectiveInput(Operation *op) {
-  if (auto g = dyn_cast<AllGatherStartOp>(op))
-    return g.getShard();
-  if (auto r = dyn_cast<ReduceScatterStartOp>(op))
-    return r.getInput();
-  return cast<AllReduceStartOp>(op).getInput();
-}
-
 struct VerifyPlan : fsdp::impl::VerifyPlanBase<VerifyPlan> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -95,7 +82,7 @@ LogicalResult VerifyPlan::checkFunction(func::FuncOp func) {
 
   // Same sequence on every rank: collectives only in straight-line code.
   func.walk([&](Operation *op) {
-    if ((isCollectiveStart(op) || isa<WaitOp, FreeOp>(op)) &&
+    if (isa<CollectiveStartOp, WaitOp, FreeOp>(op) &&
         op->getBlock() != &body)
       fail(op, "is inside a region: ranks could issue different collective "
                "sequences");
@@ -105,15 +92,15 @@ LogicalResult VerifyPlan::checkFunction(func::FuncOp func) {
   auto at = [&](Operation *user) { return order.at(user); };
 
   for (Operation &op : body) {
-    if (isCollectiveStart(&op)) {
-      Value future = op.getResult(0);
+    if (auto collective = dyn_cast<CollectiveStartOp>(op)) {
+      Value future = collective.getCollectiveFuture();
       if (future.use_empty()) {
         fail(&op, "starts a collective that is never waited");
         continue;
       }
       // Nothing may write the input while the collective reads it.
       int64_t waitAt = at(*future.getUsers().begin());
-      Value input = collectiveInput(&op);
+      Value input = collective.getCollectiveInput();
       for (OpOperand &use : input.getUses()) {
         Operation *user = use.getOwner();
         auto call = dyn_cast<aten::CallOp>(user);

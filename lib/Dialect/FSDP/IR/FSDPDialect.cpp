@@ -11,6 +11,7 @@ using namespace fsdp;
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOpsDialect.cpp.inc"
 #include "fsdp/Dialect/FSDP/IR/FSDPEnums.cpp.inc"
+#include "fsdp/Dialect/FSDP/IR/FSDPInterfaces.cpp.inc"
 
 #define GET_TYPEDEF_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPOpsTypes.cpp.inc"
@@ -255,6 +256,13 @@ static LogicalResult verifyShardGroup(Operation *op, CommGroup group) {
         "shards over the shard group or the world, not the replica group");
   return success();
 }
+
+Value AllGatherStartOp::getCollectiveInput() { return getShard(); }
+bool AllGatherStartOp::isReduction() { return false; }
+Value ReduceScatterStartOp::getCollectiveInput() { return getInput(); }
+bool ReduceScatterStartOp::isReduction() { return true; }
+Value AllReduceStartOp::getCollectiveInput() { return getInput(); }
+bool AllReduceStartOp::isReduction() { return true; }
 
 LogicalResult AllGatherStartOp::verify() {
   return verifyShardGroup(*this, getGroup());

@@ -21,6 +21,8 @@
 #define GET_ATTRDEF_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPAttrs.h.inc"
 
+#include "fsdp/Dialect/FSDP/IR/FSDPInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h.inc"
 

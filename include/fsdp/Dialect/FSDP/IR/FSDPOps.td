@@ -28,6 +28,24 @@ def FSDP_Dialect : Dialect {
 class FSDP_Op<string mnemonic, list<Trait> traits = []>
     : Op<FSDP_Dialect, mnemonic, traits>;
 
+def FSDP_CollectiveStartOpInterface : OpInterface<"CollectiveStartOp"> {
+  let cppNamespace = "::fsdp";
+  let description = [{
+    Starts an asynchronous collective: it reads one tensor and returns a
+    future, which one `fsdp.wait` completes. What the passes that place,
+    move and check collectives ask of any of them.
+  }];
+  let methods = [
+    InterfaceMethod<"The tensor the collective sends.", "::mlir::Value",
+                    "getCollectiveInput">,
+    InterfaceMethod<"The future the collective returns.", "::mlir::Value",
+                    "getCollectiveFuture", (ins), [{}],
+                    [{ return $_op->getResult(0); }]>,
+    InterfaceMethod<"Whether it reduces (sums ranks' tensors) rather than "
+                    "gathers.", "bool", "isReduction">,
+  ];
+}
+
 // Flat buffers and their shards.
 def FSDP_FlatTensor : TypeConstraint<
     And<[IsTensorTypePred, HasAnyRankOfPred<[1]>, HasStaticShapePred]>,
@@ -248,7 +266,8 @@ def FSDP_FlatParamOp : FSDP_Op<"flat_param",
 }
 
 def FSDP_AllGatherStartOp : FSDP_Op<"all_gather.start",
-    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     DeclareOpInterfaceMethods<FSDP_CollectiveStartOpInterface>]> {
   let summary = "starts gathering a unit's flat parameter from its shards";
   let description = [{
     Each rank of `group` contributes its 1-D shard; the full buffer, the
@@ -268,7 +287,8 @@ def FSDP_AllGatherStartOp : FSDP_Op<"all_gather.start",
 }
 
 def FSDP_ReduceScatterStartOp : FSDP_Op<"reduce_scatter.start",
-    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     DeclareOpInterfaceMethods<FSDP_CollectiveStartOpInterface>]> {
   let summary = "starts reducing a unit's flat gradient and scattering its shards";
   let description = [{
     Every rank of `group` contributes the full flat gradient; rank r receives
@@ -299,7 +319,8 @@ def FSDP_ReduceScatterStartOp : FSDP_Op<"reduce_scatter.start",
   let hasVerifier = 1;
 }
 
-def FSDP_AllReduceStartOp : FSDP_Op<"all_reduce.start"> {
+def FSDP_AllReduceStartOp : FSDP_Op<"all_reduce.start",
+    [DeclareOpInterfaceMethods<FSDP_CollectiveStartOpInterface>]> {
   let summary = "starts an all-reduce (across replica groups for HYBRID_SHARD)";
   let description = [{
     ```mlir
