@@ -30,12 +30,13 @@ static std::string humanBytes(int64_t bytes) {
 void fsdp::printFSDPReport(ModuleOp module, raw_ostream &os) {
   auto world = module->getAttrOfType<IntegerAttr>("fsdp.world_size");
   auto group = module->getAttrOfType<IntegerAttr>("fsdp.shard_group_size");
-  auto sharding = module->getAttrOfType<StringAttr>("fsdp.sharding");
+  auto sharding = module->getAttrOfType<ShardingStrategyAttr>(kShardingAttr);
   if (!world || !group || !sharding) {
     os << "fsdp report: the module is not sharded (no fsdp-shard)\n";
     return;
   }
-  os << "FSDP plan: " << sharding.getValue() << ", " << world.getInt()
+  StringRef strategy = stringifyShardingStrategy(sharding.getValue());
+  os << "FSDP plan: " << strategy << ", " << world.getInt()
      << " ranks, shard groups of " << group.getInt() << "\n";
 
   // Optimizer state per parameter or flat parameter.
@@ -112,7 +113,7 @@ void fsdp::printFSDPReport(ModuleOp module, raw_ostream &os) {
     os << "not sharded (ignored or never updated): " << humanBytes(replicated)
        << " of parameters on every rank\n";
   if (wholeUnits)
-    os << "parameters whole on every rank (" << sharding.getValue()
+    os << "parameters whole on every rank (" << strategy
        << "): only " << (wholeGrads.empty() ? "gradients and " : "")
        << "optimizer state sharded\n";
   os << llvm::format("%-20s %16s %16s\n", "per rank", "sharded", "unsharded");

@@ -30,13 +30,10 @@ using namespace fsdp;
 
 namespace {
 
-enum class Strategy {
-  FullShard, ShardGradOp, NoShard, HybridShard,
-  // fairscale's optimizer-state sharding (ZeRO-1) and ShardedDDP + OSS
-  // (ZeRO-2): parameters whole on every rank, so nothing is gathered for
-  // the forward or backward.
-  Oss, ShardedDdp
-};
+// fairscale's OSS (optimizer-state sharding, ZeRO-1) and SHARDED_DDP
+// (ShardedDDP + OSS, ZeRO-2) hold parameters whole on every rank, so nothing
+// is gathered for the forward or backward.
+using Strategy = ShardingStrategy;
 
 struct Unit {
   std::string path;
@@ -67,14 +64,14 @@ struct Shard : fsdp::impl::ShardBase<Shard> {
 
   /// Parameters live whole on every rank (a replicated flat parameter).
   bool replicated() const {
-    return strategy == Strategy::Oss || strategy == Strategy::ShardedDdp;
+    return strategy == Strategy::OSS || strategy == Strategy::SHARDED_DDP;
   }
   /// The forward and backward gather a unit's shards before reading it.
   bool gathers() const {
-    return strategy != Strategy::NoShard && !replicated();
+    return strategy != Strategy::NO_SHARD && !replicated();
   }
 
-  Strategy strategy = Strategy::FullShard;
+  Strategy strategy = Strategy::FULL_SHARD;
   int64_t groupSize = 1;
   func::FuncOp func;
   Block *body = nullptr;
@@ -95,18 +92,8 @@ struct Shard : fsdp::impl::ShardBase<Shard> {
 };
 
 LogicalResult Shard::checkOptions(ModuleOp module) {
-  if (sharding == "FULL_SHARD")
-    strategy = Strategy::FullShard;
-  else if (sharding == "SHARD_GRAD_OP")
-    strategy = Strategy::ShardGradOp;
-  else if (sharding == "NO_SHARD")
-    strategy = Strategy::NoShard;
-  else if (sharding == "HYBRID_SHARD")
-    strategy = Strategy::HybridShard;
-  else if (sharding == "OSS")
-    strategy = Strategy::Oss;
-  else if (sharding == "SHARDED_DDP")
-    strategy = Strategy::ShardedDdp;
+  if (std::optional<Strategy> parsed = symbolizeShardingStrategy(sharding))
+    strategy = *parsed;
   else
     return module.emitError("unknown sharding strategy '")
            << sharding << "': expected " << kShardingStrategies;
@@ -121,7 +108,7 @@ LogicalResult Shard::checkOptions(ModuleOp module) {
            << int64_t(worldSize) << " and shard-group size "
            << int64_t(shardGroupSize) << " must be at most " << kMaxWorldSize
            << " ranks";
-  if (strategy == Strategy::HybridShard) {
+  if (strategy == Strategy::HYBRID_SHARD) {
     if (shardGroupSize <= 0)
       return module.emitError(
           "HYBRID_SHARD needs the shard-group size (the ranks of one node "
@@ -136,7 +123,7 @@ LogicalResult Shard::checkOptions(ModuleOp module) {
   if (shardGroupSize != 0)
     return module.emitError("shard-group size applies to HYBRID_SHARD, not ")
            << sharding;
-  groupSize = strategy == Strategy::NoShard ? 1 : worldSize;
+  groupSize = strategy == Strategy::NO_SHARD ? 1 : worldSize;
   return success();
 }
 
@@ -250,7 +237,7 @@ void Shard::reduceGradients(Unit &unit) {
   auto ref = FlatSymbolRefAttr::get(unit.flat.getSymNameAttr());
   auto shardType = unit.flat.getShardType();
   auto mean = ReduceOpAttr::get(ctx, ReduceOp::mean);
-  if (strategy == Strategy::NoShard) {
+  if (strategy == Strategy::NO_SHARD) {
     auto start = AllReduceStartOp::create(
         builder, loc, FutureType::get(ctx, shardType), flatGrad,
         CommGroupAttr::get(ctx, CommGroup::world), mean);
@@ -261,7 +248,7 @@ void Shard::reduceGradients(Unit &unit) {
     });
     return;
   }
-  if (strategy == Strategy::Oss) {
+  if (strategy == Strategy::OSS) {
     // Every rank gets the whole mean gradient and keeps its shard of it.
     auto fullType = unit.flat.getFullType();
     auto start = AllReduceStartOp::create(
@@ -277,7 +264,7 @@ void Shard::reduceGradients(Unit &unit) {
     });
     return;
   }
-  bool hybrid = strategy == Strategy::HybridShard && groupSize != worldSize;
+  bool hybrid = strategy == Strategy::HYBRID_SHARD && groupSize != worldSize;
   // HYBRID_SHARD, ordered: one reduce-scatter whose sum runs over the world
   // in rank order; two-stage: a reduce-scatter in the shard group, then an
   // all-reduce across the replica groups.
@@ -432,16 +419,16 @@ LogicalResult Shard::run(ModuleOp module) {
     for (Value v : viewsOf.lookup(unit))
       collect(v);
     switch (strategy) {
-    case Strategy::FullShard:
-    case Strategy::HybridShard:
+    case Strategy::FULL_SHARD:
+    case Strategy::HYBRID_SHARD:
       // Resharded after forward, gathered again for backward.
       gather(*unit, forwardUses, /*recompute=*/false);
       gather(*unit, backwardUses, /*recompute=*/true);
       break;
-    case Strategy::ShardGradOp:
-    case Strategy::NoShard:
-    case Strategy::Oss:
-    case Strategy::ShardedDdp: {
+    case Strategy::SHARD_GRAD_OP:
+    case Strategy::NO_SHARD:
+    case Strategy::OSS:
+    case Strategy::SHARDED_DDP: {
       // Kept from the forward to the last backward use.
       SmallVector<OpOperand *> all(forwardUses);
       all.append(backwardUses);
@@ -487,7 +474,7 @@ LogicalResult Shard::run(ModuleOp module) {
   Builder b(ctx);
   module->setAttr("fsdp.world_size", b.getI64IntegerAttr(worldSize));
   module->setAttr("fsdp.shard_group_size", b.getI64IntegerAttr(groupSize));
-  module->setAttr("fsdp.sharding", b.getStringAttr(sharding));
+  module->setAttr(kShardingAttr, ShardingStrategyAttr::get(ctx, strategy));
   return success();
 }
 

@@ -35,7 +35,7 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 // first layer's input gradient is not needed, so `a` is not), and its flat
 // gradient reduce-scattered (mean) right after the last contribution. The
 // waits come at the end of the step, in the order the reductions started.
-// FULL:       module attributes {{{.*}}fsdp.shard_group_size = 2 : i64, fsdp.sharding = "FULL_SHARD", fsdp.world_size = 2 : i64}
+// FULL:       module attributes {{{.*}}fsdp.shard_group_size = 2 : i64, fsdp.sharding = #fsdp<sharding FULL_SHARD>, fsdp.world_size = 2 : i64}
 // FULL:       fsdp.param @unused : tensor<3xf32>
 // FULL-NEXT:  fsdp.flat_param @a._flat_param for "a" params [@a.weight] offsets [0] numel 12 padded 12 shards 2 : f32
 // FULL-NEXT:  fsdp.flat_param @b._flat_param for "b" params [@b.weight] offsets [0] numel 16 padded 16 shards 2 : f32
@@ -138,7 +138,7 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 // gradient is all-reduced (mean) over the world and each rank keeps its
 // local shard; the optimizer updates the rank's shard of the parameter and
 // all-gathers the updated shards into the whole.
-// OSS:       fsdp.sharding = "OSS"
+// OSS:       fsdp.sharding = #fsdp<sharding OSS>
 // OSS:       fsdp.flat_param @a._flat_param for "a" params [@a.weight] offsets [0] numel 12 padded 12 shards 2 replicated : f32
 // OSS-LABEL: func.func @train_step
 // OSS-NOT:   fsdp.all_gather.start
@@ -157,7 +157,7 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 
 // SHARDED_DDP (ShardedDDP with OSS): parameters replicated as under OSS, the
 // flat gradient reduce-scattered (mean) to the rank that owns each shard.
-// SDDP:       fsdp.sharding = "SHARDED_DDP"
+// SDDP:       fsdp.sharding = #fsdp<sharding SHARDED_DDP>
 // SDDP:       fsdp.flat_param @a._flat_param for "a" params [@a.weight] offsets [0] numel 12 padded 12 shards 2 replicated : f32
 // SDDP-LABEL: func.func @train_step
 // SDDP-NOT:   fsdp.all_gather.start

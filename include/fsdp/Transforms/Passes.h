@@ -21,24 +21,8 @@ inline constexpr int64_t kMaxWorldSize = plan::kMaxWorldSize;
 inline constexpr const char *kShardingStrategies =
     "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, OSS or SHARDED_DDP";
 inline bool isShardingStrategy(llvm::StringRef name) {
-  return name == "FULL_SHARD" || name == "SHARD_GRAD_OP" ||
-         name == "NO_SHARD" || name == "HYBRID_SHARD" || name == "OSS" ||
-         name == "SHARDED_DDP";
+  return symbolizeShardingStrategy(name).has_value();
 }
-
-/// Marks the first op of the backward (the loss gradient's seed), set by
-/// fsdp-autodiff.
-inline constexpr llvm::StringLiteral kBackwardStartAttr = "fsdp.backward_start";
-
-/// A scheduling decision on an fsdp.all_gather.start (fsdp-prefetch):
-/// start it right after the wait ("wait") or the free ("free") of the
-/// previous gather of its phase.
-inline constexpr llvm::StringLiteral kPrefetchAttr = "fsdp.prefetch";
-
-/// A scheduling decision on the fsdp.wait of a reduction
-/// (fsdp-limit-reductions): wait right before the step's i-th reduction
-/// start (counting reduce-scatter and all-reduce starts in order).
-inline constexpr llvm::StringLiteral kWaitBeforeAttr = "fsdp.wait_before";
 
 /// PyTorch FSDP's BackwardPrefetch values, as a message lists them.
 inline constexpr const char *kBackwardPrefetchValues =

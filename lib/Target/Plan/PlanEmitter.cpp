@@ -437,11 +437,13 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
   // How many ranks run the plan, and how they shard (1 and "" unsharded).
   auto world = module->getAttrOfType<IntegerAttr>("fsdp.world_size");
   auto group = module->getAttrOfType<IntegerAttr>("fsdp.shard_group_size");
-  auto sharding = module->getAttrOfType<StringAttr>("fsdp.sharding");
+  auto sharding = module->getAttrOfType<ShardingStrategyAttr>(kShardingAttr);
   os << "  \"world_size\": " << (world ? world.getInt() : 1)
      << ",\n  \"shard_group_size\": " << (group ? group.getInt() : 1)
      << ",\n  \"sharding\": "
-     << json::Value(sharding ? sharding.getValue() : StringRef()) << ",\n";
+     << json::Value(sharding ? stringifyShardingStrategy(sharding.getValue())
+                             : StringRef())
+     << ",\n";
   lines("state", state, false);
   lines("inputs", inputs, false);
   os << "  \"outputs\": " << json::Value(std::move(outputs)) << ",\n";

@@ -677,3 +677,11 @@ func.func @replicated_read_as_shard() {
   %s = fsdp.get @unit0 : tensor<4xf32>
   return
 }
+
+// -----
+
+// The sharding strategy a module carries is one of the known ones.
+// expected-error@+2 {{expected ::fsdp::ShardingStrategy to be one of: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, OSS, SHARDED_DDP}}
+// expected-error@+1 {{failed to parse FSDP_ShardingStrategyAttr parameter 'value' which is to be a `::fsdp::ShardingStrategy`}}
+module attributes {fsdp.sharding = #fsdp<sharding ZERO3>} {
+}

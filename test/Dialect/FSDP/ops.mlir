@@ -174,3 +174,8 @@ func.func @views(%buf: tensor<532xf32>) {
   %3 = fsdp.view %buf[7] {fsdp.tag} : tensor<532xf32> to tensor<0xf32>
   return
 }
+
+// The sharding strategy is a dialect attribute.
+// CHECK: module attributes {fsdp.sharding = #fsdp<sharding HYBRID_SHARD>}
+module attributes {fsdp.sharding = #fsdp<sharding HYBRID_SHARD>} {
+}

@@ -26,4 +26,29 @@
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h.inc"
 
+namespace fsdp {
+
+// The discardable attributes passes exchange on ops of a step and on the
+// module: set by one pass, read by the next.
+
+/// Marks the first op of the backward (the loss gradient's seed), set by
+/// fsdp-autodiff.
+inline constexpr llvm::StringLiteral kBackwardStartAttr = "fsdp.backward_start";
+
+/// A scheduling decision on an fsdp.all_gather.start (fsdp-prefetch):
+/// start it right after the wait ("wait") or the free ("free") of the
+/// previous gather of its phase.
+inline constexpr llvm::StringLiteral kPrefetchAttr = "fsdp.prefetch";
+
+/// A scheduling decision on the fsdp.wait of a reduction
+/// (fsdp-limit-reductions): wait right before the step's i-th reduction
+/// start (counting reduce-scatter and all-reduce starts in order).
+inline constexpr llvm::StringLiteral kWaitBeforeAttr = "fsdp.wait_before";
+
+/// The module attribute a sharded step carries its strategy in (a
+/// ShardingStrategyAttr), set by fsdp-shard.
+inline constexpr llvm::StringLiteral kShardingAttr = "fsdp.sharding";
+
+} // namespace fsdp
+
 #endif // FSDP_DIALECT_FSDP_IR_FSDPDIALECT_H

@@ -55,6 +55,24 @@ def FSDP_FlatTensor : TypeConstraint<
 // Enums and types
 //===----------------------------------------------------------------------===//
 
+// The sharding strategies: PyTorch FSDP's and fairscale's names. The module
+// of a sharded step carries its strategy as `fsdp.sharding`.
+def FSDP_FullShard : I32EnumAttrCase<"FULL_SHARD", 0>;
+def FSDP_ShardGradOp : I32EnumAttrCase<"SHARD_GRAD_OP", 1>;
+def FSDP_NoShard : I32EnumAttrCase<"NO_SHARD", 2>;
+def FSDP_HybridShard : I32EnumAttrCase<"HYBRID_SHARD", 3>;
+def FSDP_Oss : I32EnumAttrCase<"OSS", 4>;
+def FSDP_ShardedDdp : I32EnumAttrCase<"SHARDED_DDP", 5>;
+def FSDP_ShardingStrategy : I32EnumAttr<"ShardingStrategy",
+    "how a step shards parameters, gradients and optimizer state",
+    [FSDP_FullShard, FSDP_ShardGradOp, FSDP_NoShard, FSDP_HybridShard,
+     FSDP_Oss, FSDP_ShardedDdp]> {
+  let cppNamespace = "::fsdp";
+  let genSpecializedAttr = 0;
+}
+def FSDP_ShardingStrategyAttr
+    : EnumAttr<FSDP_Dialect, FSDP_ShardingStrategy, "sharding">;
+
 def FSDP_CommGroupWorld : I32EnumAttrCase<"world", 0>;
 def FSDP_CommGroupShard : I32EnumAttrCase<"shard", 1>;
 def FSDP_CommGroupReplicate : I32EnumAttrCase<"replicate", 2>;
