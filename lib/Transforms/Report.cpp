@@ -1,7 +1,10 @@
 //===- Report.cpp - what a sharded step holds per rank ---------------------===//
 
 #include "fsdp/Transforms/Report.h"
+#include "fsdp/Analysis/StepAnalysis.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Format.h"
@@ -126,4 +129,52 @@ void fsdp::printFSDPReport(ModuleOp module, raw_ostream &os) {
   row("optimizer state", shardedOptim, fullOptim);
   row("total", shardedParams + shardedGrads + shardedOptim,
       fullParams + fullGrads + fullOptim);
+}
+
+void fsdp::printScheduleReport(ModuleOp module, raw_ostream &os) {
+  auto func = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!func || func.getBody().empty())
+    return;
+  Block &body = func.getBody().front();
+  StepOrder order(body);
+  SmallVector<Gather> gathers = collectGathers(order);
+  int64_t forward = 0, backward = 0, forwardEarly = 0, backwardEarly = 0;
+  for (Gather &g : gathers) {
+    bool early = g.start->getNextNode() != g.wait.getOperation();
+    if (g.phase == Phase::Forward) {
+      ++forward;
+      forwardEarly += early;
+    } else {
+      ++backward;
+      backwardEarly += early;
+    }
+  }
+  // Gathered buffers count from their start to their free; reductions from
+  // their start to their wait.
+  llvm::DenseSet<Operation *> gatherStarts, frees;
+  for (Gather &g : gathers) {
+    gatherStarts.insert(g.start);
+    if (g.free)
+      frees.insert(g.free);
+  }
+  llvm::DenseSet<Value> reductions;
+  int64_t buffers = 0, maxBuffers = 0, inFlight = 0, maxInFlight = 0;
+  for (Operation &op : body) {
+    if (gatherStarts.contains(&op))
+      maxBuffers = std::max(maxBuffers, ++buffers);
+    if (frees.contains(&op))
+      --buffers;
+    if (auto collective = dyn_cast<CollectiveStartOp>(op);
+        collective && collective.isReduction()) {
+      reductions.insert(collective.getCollectiveFuture());
+      maxInFlight = std::max(maxInFlight, ++inFlight);
+    }
+    if (auto wait = dyn_cast<WaitOp>(op);
+        wait && reductions.contains(wait.getFuture()))
+      --inFlight;
+  }
+  os << "schedule: all-gathers prefetched " << forwardEarly << "/" << forward
+     << " forward, " << backwardEarly << "/" << backward
+     << " backward; most gathered buffers alive at once " << maxBuffers
+     << "; most reductions in flight " << maxInFlight << "\n";
 }

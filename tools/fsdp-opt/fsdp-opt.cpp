@@ -525,6 +525,7 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
     else if (s.autoWrap == "class")
       os << " (" << llvm::join(s.wrapClasses, ",") << ")";
     os << ", from " << s.autoWrapReason << "\n";
+    fsdp::printScheduleReport(*module, os);
   }
   TimingScope outputTiming = timing.nest("Output");
   if (emitKind == EmitKind::Plan) {

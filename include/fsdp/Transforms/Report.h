@@ -13,6 +13,11 @@ namespace fsdp {
 /// `fsdp-opt --fsdp-report`.
 void printFSDPReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 
+/// Prints the schedule of `module`'s sharded step as the plan has it: how
+/// many all-gathers start ahead of their wait (prefetched), per phase, and
+/// the most gathered buffers and reductions in flight at once.
+void printScheduleReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+
 } // namespace fsdp
 
 #endif // FSDP_TRANSFORMS_REPORT_H
