@@ -47,15 +47,18 @@ llvm::SetVector<Value> fsdp::viewClosure(ArrayRef<Value> roots) {
   return aliases;
 }
 
+WaitOp fsdp::waitOf(CollectiveStartOp start) {
+  Value future = start.getCollectiveFuture();
+  return future.hasOneUse() ? dyn_cast<WaitOp>(*future.getUsers().begin())
+                            : WaitOp();
+}
+
 SmallVector<Gather> fsdp::collectGathers(const StepOrder &order) {
   SmallVector<Gather> gathers;
   for (auto start : order.getBody().getOps<AllGatherStartOp>()) {
     auto read = start.getShard().getDefiningOp<GetOp>();
-    Value future = start.getResult();
-    if (!read || !future.hasOneUse())
-      continue;
-    auto wait = dyn_cast<WaitOp>(*future.getUsers().begin());
-    if (!wait || !llvm::none_of(wait->getUsers(), [](Operation *user) {
+    WaitOp wait = waitOf(start);
+    if (!read || !wait || llvm::any_of(wait->getUsers(), [](Operation *user) {
           return isa<UpdateOp>(user);
         }))
       continue;

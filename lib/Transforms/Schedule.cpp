@@ -154,13 +154,6 @@ SmallVector<Operation *> reductionStarts(Block &body) {
   return starts;
 }
 
-/// The wait of a collective start (its future's one user), or null.
-WaitOp waitOf(Operation *start) {
-  Value future = cast<CollectiveStartOp>(start).getCollectiveFuture();
-  return future.hasOneUse() ? dyn_cast<WaitOp>(*future.getUsers().begin())
-                            : WaitOp();
-}
-
 struct LimitReductions : fsdp::impl::LimitReductionsBase<LimitReductions> {
   using Base::Base;
 
@@ -175,7 +168,7 @@ struct LimitReductions : fsdp::impl::LimitReductionsBase<LimitReductions> {
       SmallVector<Operation *> starts = reductionStarts(body);
       Builder b(module.getContext());
       for (size_t k = 0; k + limit < starts.size(); ++k) {
-        WaitOp wait = waitOf(starts[k]);
+        WaitOp wait = waitOf(cast<CollectiveStartOp>(starts[k]));
         Operation *bound = starts[k + limit];
         if (wait && order.at(wait) > order.at(bound))
           wait->setAttr(kWaitBeforeAttr, b.getI64IntegerAttr(k + limit));

@@ -275,10 +275,10 @@ void Shard::reduceGradients(Unit &unit) {
       ordered ? CommGroupAttr::get(ctx, CommGroup::world) : CommGroupAttr(),
       mean);
   Value future = start.getResult();
-  hybrid = hybrid && !ordered;
+  bool twoStage = hybrid && !ordered;
   finishers.emplace_back(completedAt, [=](OpBuilder &end) {
     Value g = WaitOp::create(end, loc, shardType, future);
-    if (hybrid) {
+    if (twoStage) {
       auto across = AllReduceStartOp::create(
           end, loc, FutureType::get(ctx, shardType), g,
           CommGroupAttr::get(ctx, CommGroup::replicate), mean);

@@ -61,6 +61,9 @@ bool isViewOf(mlir::Operation *user, mlir::Value operand);
 /// views), in the order found: roots first.
 llvm::SetVector<mlir::Value> viewClosure(llvm::ArrayRef<mlir::Value> roots);
 
+/// The wait of a collective start (its future's one user), or null.
+WaitOp waitOf(CollectiveStartOp start);
+
 /// One gather of a sharded unit's parameters for the forward or the
 /// backward: the read of the rank's shard, the all-gather's start, its wait
 /// and the free of the gathered buffer (null if never freed).
