@@ -23,13 +23,11 @@ namespace fsdp {
 using namespace mlir;
 using namespace fsdp;
 
-namespace {
-
 /// The overload and the module it runs in, for messages:
 /// `aten::lstm.input in module 'rnn' (torch.nn.modules.rnn.LSTM)`. The
 /// module is the innermost name in the op's location (the importer's scope),
 /// its class from the module tree the importer recorded.
-std::string describeCall(aten::CallOp call) {
+std::string fsdp::describeCall(aten::CallOp call) {
   std::string text = call.getOverload().str();
   std::string path;
   bool named = false;
@@ -57,6 +55,8 @@ std::string describeCall(aten::CallOp call) {
     }
   return text;
 }
+
+namespace {
 
 bool isFloatTensor(Value v) {
   auto type = dyn_cast<RankedTensorType>(v.getType());

@@ -137,6 +137,10 @@ void buildFSDPPipeline(mlir::OpPassManager &pm,
 /// Registers the passes and the named pipelines.
 void registerTransformsPassesAndPipelines();
 
+/// The overload and the module a call runs in, for messages:
+/// `aten::lstm.input in module 'rnn' (torch.nn.modules.rnn.LSTM)`.
+std::string describeCall(aten::CallOp call);
+
 } // namespace fsdp
 
 #endif // FSDP_TRANSFORMS_PASSES_H
