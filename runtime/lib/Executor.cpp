@@ -441,6 +441,7 @@ void Executor::count(const at::Tensor &t) {
     bytes = t.storage().nbytes();
     live += bytes;
     peak = std::max(peak, live);
+    instructionPeak = std::max(instructionPeak, live);
   }
 }
 
@@ -493,13 +494,19 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
   peak = live;
   for (size_t i = 0; i < plan.inputs.size(); ++i)
     set(plan.inputs[i].slot, inputs[i]);
+  startLive = live;
+  after.clear();
+  during.clear();
+  after.reserve(plan.instructions.size());
+  during.reserve(plan.instructions.size());
 
   torch::jit::Stack stack;
   const bool profiling = !profile.empty();
   for (size_t i = 0; i < plan.instructions.size(); ++i) {
     const Instruction &inst = plan.instructions[i];
-    auto start = profiling ? std::chrono::steady_clock::now()
+    auto began = profiling ? std::chrono::steady_clock::now()
                            : std::chrono::steady_clock::time_point();
+    instructionPeak = live;
     switch (inst.kind) {
     case InstKind::Get:
       // A read shares the state's storage: its bytes count once, and the
@@ -665,9 +672,11 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
       hold(inst.result, futures[inst.result]->held());
     for (int64_t slot : inst.free)
       release(slot);
+    after.push_back(live);
+    during.push_back(instructionPeak);
     if (profiling)
       profile[i] += std::chrono::duration<double, std::milli>(
-                        std::chrono::steady_clock::now() - start)
+                        std::chrono::steady_clock::now() - began)
                         .count();
   }
   std::vector<at::Tensor> outputs;

@@ -1,7 +1,7 @@
 //===- main.cpp - fsdp-run: executes a plan --------------------------------===//
 //
 //   fsdp-run PLAN --model M.pt --data D.pt [--steps N] [--metrics F]
-//            [--save F] [--outputs F] [--nproc N]
+//            [--save F] [--outputs F] [--memory-timeline F] [--nproc N]
 //
 // D.pt is `torch.save({name: tensor})` with one entry per plan input, each
 // with a leading [steps] dimension, then the global batch: rank r of W takes
@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/runtime/Communicator.h"
+#include "fsdp/runtime/CountingAllocator.h"
 #include "fsdp/runtime/Executor.h"
 
 #include <ATen/Parallel.h>
@@ -45,7 +46,7 @@ using namespace fsdp::runtime;
 namespace {
 
 struct Options {
-  std::string plan, model, data, metrics, save, outputs;
+  std::string plan, model, data, metrics, save, outputs, memoryTimeline;
   int64_t steps = -1;
   int64_t threads = 0; // 0: libtorch's default
   int64_t nproc = 0;   // > 0: start this many local ranks
@@ -55,8 +56,9 @@ struct Options {
 [[noreturn]] void usage(const std::string &why) {
   std::cerr << "fsdp-run: " << why << "\n"
             << "usage: fsdp-run PLAN --model M.pt --data D.pt [--steps N] "
-               "[--metrics F.jsonl] [--save F.pt] [--outputs F.pt] [--threads N] "
-               "[--profile] [--nproc N]\n";
+               "[--metrics F.jsonl] [--save F.pt] [--outputs F.pt] "
+               "[--memory-timeline F.json] [--threads N] [--profile] "
+               "[--nproc N]\n";
   std::exit(2);
 }
 
@@ -74,6 +76,7 @@ Options parseArgs(int argc, char **argv) {
     else if (a == "--metrics") o.metrics = value();
     else if (a == "--save") o.save = value();
     else if (a == "--outputs") o.outputs = value();
+    else if (a == "--memory-timeline") o.memoryTimeline = value();
     else if (a == "--profile") o.profile = true;
     else if (a == "--threads") {
       std::string v = value();
@@ -282,6 +285,7 @@ void checkUpFront(const Options &o, bool writesOutputs) {
   checkOutputPath("--metrics", o.metrics);
   checkOutputPath("--save", o.save);
   checkOutputPath("--outputs", o.outputs);
+  checkOutputPath("--memory-timeline", o.memoryTimeline);
 }
 
 /// A free TCP port on loopback for the local ranks' rendezvous.
@@ -570,7 +574,8 @@ void runRank(const Options &o, const RankInfo &info,
                   (errno ? std::string(": ") + std::strerror(errno) : ""));
   };
   std::vector<at::Tensor> outputs;
-  int64_t peak = 0, gradBytes = 0;
+  int64_t peak = 0, gradBytes = 0, allocatorPeak = 0;
+  AllocatorCounter &allocator = AllocatorCounter::install();
   for (int64_t step = 0; step < steps; ++step) {
     std::vector<at::Tensor> inputs;
     // A copy, so the step holds (and counts) its own batch only.
@@ -579,8 +584,15 @@ void runRank(const Options &o, const RankInfo &info,
     auto start = std::chrono::steady_clock::now();
     bool hasLoss = false;
     double loss = 0.0;
+    int64_t allocatedBefore = allocator.current(), stepAllocatorPeak = 0;
+    allocator.resetPeak();
     try {
       outputs = executor.run(inputs, state);
+      // What the allocator handed out during the step beyond what it had
+      // before, plus the state and batch the step began with.
+      stepAllocatorPeak =
+          allocator.peak() - allocatedBefore + executor.startBytes();
+      allocatorPeak = std::max(allocatorPeak, stepAllocatorPeak);
       // A scalar first output is the loss: its mean over the ranks, which
       // is the loss of the global batch.
       hasLoss = !outputs.empty() && outputs[0].dim() == 0 &&
@@ -616,7 +628,8 @@ void runRank(const Options &o, const RankInfo &info,
       nlohmann::json line{{"step", step},
                           {"step_ms", ms},
                           {"comm_wait_ms", executor.commWaitMs()},
-                          {"peak_bytes", executor.peakBytes()}};
+                          {"peak_bytes", executor.peakBytes()},
+                          {"allocator_peak_bytes", stepAllocatorPeak}};
       line["loss"] = hasLoss ? nlohmann::json(loss) : nlohmann::json(nullptr);
       // One line per step, as it happens: others may follow the run.
       writeMetrics(line);
@@ -627,12 +640,14 @@ void runRank(const Options &o, const RankInfo &info,
   // their shards' padding does); every rank takes part.
   int64_t peakRank = 0;
   if (info.worldSize > 1) {
-    at::Tensor peaks = at::zeros({info.worldSize}, at::kDouble);
-    peaks[info.rank] = static_cast<double>(peak);
+    at::Tensor peaks = at::zeros({2, info.worldSize}, at::kDouble);
+    peaks[0][info.rank] = static_cast<double>(peak);
+    peaks[1][info.rank] = static_cast<double>(allocatorPeak);
     at::Tensor all = comm->allReduce(peaks, CommGroup::World, /*mean=*/false)
                          ->wait();
-    peakRank = all.argmax().item<int64_t>();
-    peak = static_cast<int64_t>(all[peakRank].item<double>());
+    peakRank = all[0].argmax().item<int64_t>();
+    peak = static_cast<int64_t>(all[0][peakRank].item<double>());
+    allocatorPeak = static_cast<int64_t>(all[1].max().item<double>());
   }
   if (lead && metrics.is_open()) {
     nlohmann::json summary{{"summary", true},
@@ -640,7 +655,8 @@ void runRank(const Options &o, const RankInfo &info,
                            {"sharded_state_bytes", sharded},
                            {"model_bytes_read", modelBytesRead},
                            {"peak_bytes", peak},
-                           {"peak_rank", peakRank}};
+                           {"peak_rank", peakRank},
+                           {"allocator_peak_bytes", allocatorPeak}};
     writeMetrics(summary);
     metrics.close();
     if (!metrics)
@@ -652,6 +668,17 @@ void runRank(const Options &o, const RankInfo &info,
                 sharded / 1e6, static_cast<long long>(info.worldSize));
   if (o.profile && lead)
     printProfile(plan, executor.instructionTimes(), steps);
+  if (lead && !o.memoryTimeline.empty()) {
+    // Rank 0's live bytes in the last step, instruction by instruction.
+    nlohmann::json timeline{{"rank", info.rank},
+                            {"peak_bytes", executor.peakBytes()},
+                            {"start_bytes", executor.startBytes()},
+                            {"timeline", executor.liveAfter()},
+                            {"instruction_peak", executor.liveDuring()}};
+    std::string text = timeline.dump() + "\n";
+    writeFileAtomically(o.memoryTimeline,
+                        std::vector<char>(text.begin(), text.end()));
+  }
   if (!o.save.empty()) {
     // Every rank takes part in gathering the flat parameters; rank 0 writes.
     State gathered = gatherFlatParams(plan, state, *comm);

@@ -61,6 +61,12 @@ public:
   /// Peak bytes of live tensors (slots, state, and what collectives hold
   /// in flight) during the last run.
   int64_t peakBytes() const { return peak; }
+  /// Bytes live when the last run began (state and batch), after each of
+  /// its instructions, and the most during each (what fsdp-opt's memory
+  /// model predicts instruction by instruction).
+  int64_t startBytes() const { return startLive; }
+  const std::vector<int64_t> &liveAfter() const { return after; }
+  const std::vector<int64_t> &liveDuring() const { return during; }
   /// Bytes of reduced gradients (what the optimizer reads) in the last run.
   int64_t gradientBytes() const { return gradBytes; }
   /// Milliseconds the last run was blocked in waits for collectives (what
@@ -106,7 +112,8 @@ private:
   int64_t gradBytes = 0;
   double waitMs = 0;
   std::unordered_map<const void *, std::pair<int64_t, int64_t>> storages;
-  int64_t live = 0, peak = 0;
+  int64_t live = 0, peak = 0, startLive = 0, instructionPeak = 0;
+  std::vector<int64_t> after, during;
   std::vector<double> profile;
 };
 
