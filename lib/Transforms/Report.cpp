@@ -1,13 +1,21 @@
 //===- Report.cpp - what a sharded step holds per rank ---------------------===//
 
 #include "fsdp/Transforms/Report.h"
+#include "fsdp/Analysis/MemoryModel.h"
 #include "fsdp/Analysis/StepAnalysis.h"
+#include "fsdp/Transforms/Passes.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
+
+namespace fsdp {
+#define GEN_PASS_DEF_MEMORYREPORT
+#include "fsdp/Transforms/Passes.h.inc"
+} // namespace fsdp
 
 using namespace mlir;
 using namespace fsdp;
@@ -178,3 +186,134 @@ void fsdp::printScheduleReport(ModuleOp module, raw_ostream &os) {
      << " backward; most gathered buffers alive at once " << maxBuffers
      << "; most reductions in flight " << maxInFlight << "\n";
 }
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A prediction and what names its places.
+struct MemoryReport {
+  MemoryPrediction prediction;
+  std::string peakOp, peakModule, peakPhase;
+  /// The module path of each unit's flat parameter ("" for the root).
+  llvm::StringMap<std::string> unitModules;
+};
+
+} // namespace
+
+static FailureOr<MemoryReport> predict(ModuleOp module, StringRef entry) {
+  auto func = module.lookupSymbol<func::FuncOp>(entry);
+  if (!func)
+    return module.emitError("no function @") << entry << " to predict";
+  FailureOr<MemoryPrediction> prediction = predictMemory(module, func);
+  if (failed(prediction))
+    return failure();
+  MemoryReport report;
+  report.prediction = std::move(*prediction);
+  if (Operation *op = report.prediction.peakOp) {
+    if (auto call = dyn_cast<aten::CallOp>(op)) {
+      report.peakOp = call.getOverload().str();
+      std::string described = describeCall(call);
+      StringRef rest = StringRef(described).drop_front(report.peakOp.size());
+      if (rest.consume_front(" in module "))
+        report.peakModule = rest.str();
+    } else {
+      report.peakOp = op->getName().getStringRef().str();
+    }
+    StepOrder order(func.getBody().front());
+    report.peakPhase =
+        order.phase(op) == Phase::Forward ? "forward" : "backward";
+  } else {
+    report.peakPhase = "before the step";
+  }
+  for (FlatParamOp flat : module.getOps<FlatParamOp>())
+    report.unitModules[flat.getSymName()] = flat.getModulePath().str();
+  return report;
+}
+
+LogicalResult fsdp::printMemoryReport(ModuleOp module, StringRef entry,
+                                      raw_ostream &os) {
+  FailureOr<MemoryReport> report = predict(module, entry);
+  if (failed(report))
+    return failure();
+  const MemoryPrediction &p = report->prediction;
+  auto world = module->getAttrOfType<IntegerAttr>("fsdp.world_size");
+  os << "memory: one rank of " << (world ? world.getInt() : 1)
+     << ", one step (bytes of live tensor storages, as fsdp-run counts them)\n";
+  os << "peak " << humanBytes(p.peakBytes) << " (" << p.peakBytes
+     << " bytes) during instruction #" << p.peakInstruction << " ("
+     << report->peakOp;
+  if (!report->peakModule.empty())
+    os << " in module " << report->peakModule;
+  os << ", " << report->peakPhase << ")\n";
+  for (size_t c = 0; c < kNumMemoryCategories; ++c)
+    os << llvm::format("  %-22s", memoryCategoryName(MemoryCategory(c)).str().c_str())
+       << humanBytes(p.breakdown[c]) << "\n";
+  os << "before the step (state and batch): " << humanBytes(p.startBytes)
+     << "\n";
+  if (!p.units.empty()) {
+    os << "peak while a unit's parameters are gathered:\n";
+    for (const MemoryPrediction::Unit &u : p.units) {
+      std::string path = report->unitModules.lookup(u.unit);
+      os << "  " << (path.empty() ? "(root)" : path) << " "
+         << (u.phase == Phase::Forward ? "forward" : "backward") << " "
+         << humanBytes(u.peakBytes) << " (instructions #" << u.start << "-#"
+         << u.end << ")\n";
+    }
+  }
+  return success();
+}
+
+LogicalResult fsdp::writeMemoryReportJSON(ModuleOp module, StringRef entry,
+                                          raw_ostream &os) {
+  FailureOr<MemoryReport> report = predict(module, entry);
+  if (failed(report))
+    return failure();
+  const MemoryPrediction &p = report->prediction;
+  llvm::json::Object breakdown;
+  for (size_t c = 0; c < kNumMemoryCategories; ++c)
+    breakdown[memoryCategoryName(MemoryCategory(c))] = p.breakdown[c];
+  llvm::json::Array units;
+  for (const MemoryPrediction::Unit &u : p.units)
+    units.push_back(llvm::json::Object{
+        {"unit", u.unit},
+        {"module", report->unitModules.lookup(u.unit)},
+        {"phase", u.phase == Phase::Forward ? "forward" : "backward"},
+        {"first_instruction", u.start},
+        {"last_instruction", u.end},
+        {"peak_bytes", u.peakBytes}});
+  auto world = module->getAttrOfType<IntegerAttr>("fsdp.world_size");
+  llvm::json::Object root{
+      {"world_size", world ? world.getInt() : 1},
+      {"peak_bytes", p.peakBytes},
+      {"peak_instruction", p.peakInstruction},
+      {"peak_op", report->peakOp},
+      {"peak_module", report->peakModule},
+      {"peak_phase", report->peakPhase},
+      {"start_bytes", p.startBytes},
+      {"breakdown", std::move(breakdown)},
+      {"units", std::move(units)},
+      {"timeline", llvm::json::Array(p.timeline)},
+      {"instruction_peak", llvm::json::Array(p.instructionPeak)}};
+  os << llvm::json::Value(std::move(root)) << "\n";
+  return success();
+}
+
+namespace {
+
+struct MemoryReportPass : public fsdp::impl::MemoryReportBase<MemoryReportPass> {
+  using MemoryReportBase::MemoryReportBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    StringRef entry = module.lookupSymbol("train_step") ? "train_step" : "forward";
+    LogicalResult printed = json ? writeMemoryReportJSON(module, entry, llvm::outs())
+                                 : printMemoryReport(module, entry, llvm::outs());
+    if (failed(printed))
+      signalPassFailure();
+    markAllAnalysesPreserved();
+  }
+};
+
+} // namespace

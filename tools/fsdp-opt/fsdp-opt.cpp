@@ -178,6 +178,19 @@ static llvm::cl::opt<bool> fsdpReportFlag(
                    "state against unsharded"),
     llvm::cl::init(false), llvm::cl::cat(fsdpCategory));
 
+static llvm::cl::opt<bool> memoryReportFlag(
+    "memory-report",
+    llvm::cl::desc("Print the predicted peak bytes of one rank during a step: "
+                   "where it occurs, what it holds, and per unit"),
+    llvm::cl::init(false), llvm::cl::cat(fsdpCategory));
+
+static llvm::cl::opt<std::string> memoryReportJSONFlag(
+    "memory-report-json",
+    llvm::cl::desc("Write the predicted memory as JSON to FILE: peak_bytes, "
+                   "breakdown, units and the live bytes after every "
+                   "instruction (timeline)"),
+    llvm::cl::value_desc("FILE"), llvm::cl::cat(fsdpCategory));
+
 /// The FSDP settings: the config file's, then the flags given.
 struct FSDPSettings {
   bool enabled = false;
@@ -527,11 +540,27 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
     os << ", from " << s.autoWrapReason << "\n";
     fsdp::printScheduleReport(*module, os);
   }
+  // The whole training step when there is one, else the forward.
+  llvm::StringRef entry =
+      module->lookupSymbol("train_step") ? "train_step" : "forward";
+  if (memoryReportFlag) {
+    llvm::raw_ostream &os =
+        outputFilename == "-" ? llvm::errs() : llvm::outs();
+    if (failed(fsdp::printMemoryReport(*module, entry, os)))
+      return failure();
+  }
+  std::unique_ptr<llvm::ToolOutputFile> memoryJSON;
+  if (!memoryReportJSONFlag.empty()) {
+    memoryJSON = openOutputFile(memoryReportJSONFlag, &error);
+    if (!memoryJSON) {
+      llvm::errs() << "error: " << error << "\n";
+      return failure();
+    }
+    if (failed(fsdp::writeMemoryReportJSON(*module, entry, memoryJSON->os())))
+      return failure();
+  }
   TimingScope outputTiming = timing.nest("Output");
   if (emitKind == EmitKind::Plan) {
-    // The whole training step when there is one, else the forward.
-    llvm::StringRef entry =
-        module->lookupSymbol("train_step") ? "train_step" : "forward";
     if (failed(fsdp::emitPlan(*module, entry, output->os())))
       return failure();
   } else if (config.shouldEmitBytecode()) {
@@ -542,6 +571,8 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
     output->os() << "\n";
   }
   output->keep();
+  if (memoryJSON)
+    memoryJSON->keep();
   return success();
 }
 
@@ -607,7 +638,8 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  if (emitKind == EmitKind::Plan || wantsTrainStep())
+  if (emitKind == EmitKind::Plan || wantsTrainStep() || memoryReportFlag ||
+      !memoryReportJSONFlag.empty())
     return failed(runOnTorchScript(inputFilename, outputFilename, registry,
                                    config, /*isTorchScript=*/false));
 

@@ -336,4 +336,21 @@ def VerifyPlan : Pass<"fsdp-verify-plan", "mlir::ModuleOp"> {
   }];
 }
 
+def MemoryReport : Pass<"fsdp-memory-report", "mlir::ModuleOp"> {
+  let summary = "Prints the predicted memory of one rank during the step";
+  let description = [{
+    Runs the memory model (fsdp/Analysis/MemoryModel.h) on `@train_step`
+    (or `@forward` where there is no training step) and prints what
+    `fsdp-opt --memory-report` prints, or with `json=true` what
+    `--memory-report-json` writes: the bytes of live tensor storages on one
+    rank after every instruction, counted as fsdp-run counts them, their
+    peak, where it occurs and what it holds. Changes nothing. An op the
+    model cannot account for is an error at the op.
+  }];
+  let options = [
+    Option<"json", "json", "bool", /*default=*/"false",
+           "print the report as JSON, with the timeline">,
+  ];
+}
+
 #endif // FSDP_TRANSFORMS_PASSES_TD

@@ -18,6 +18,20 @@ void printFSDPReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 /// the most gathered buffers and reductions in flight at once.
 void printScheduleReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 
+/// Prints the predicted memory of one rank during the step `entry` (the
+/// memory model of fsdp/Analysis/MemoryModel.h): the peak, where it occurs
+/// and what it holds, and the peak while each unit is gathered
+/// (`fsdp-opt --memory-report`). Fails at an op it cannot model.
+mlir::LogicalResult printMemoryReport(mlir::ModuleOp module,
+                                      llvm::StringRef entry,
+                                      llvm::raw_ostream &os);
+
+/// The same as JSON (`--memory-report-json`): peak_bytes, the peak's place,
+/// breakdown, units, and the live bytes after each instruction (timeline).
+mlir::LogicalResult writeMemoryReportJSON(mlir::ModuleOp module,
+                                          llvm::StringRef entry,
+                                          llvm::raw_ostream &os);
+
 } // namespace fsdp
 
 #endif // FSDP_TRANSFORMS_REPORT_H

@@ -73,7 +73,11 @@ bool fsdp::aten::mayAlias(StringRef overload) {
       "aten::mH", "aten::adjoint", "aten::matrix_H", "aten::real",
       "aten::imag", "aten::view.dtype", "aten::tensor_split.sections",
       "aten::tensor_split.indices", "aten::hsplit.int", "aten::vsplit.int",
-      "aten::dsplit.int", "aten::indices", "aten::values"};
+      "aten::dsplit.int", "aten::indices", "aten::values", "aten::split.sizes",
+      "aten::unsafe_split.Tensor", "aten::unsafe_split_with_sizes",
+      "aten::unsafe_chunk", "aten::_unsafe_view", "aten::_reshape_alias",
+      "aten::view_as_real", "aten::view_as_complex", "aten::lift_fresh",
+      "aten::split_with_sizes.dimname", "aten::squeeze.dimname"};
   return views.contains(overload);
 }
 

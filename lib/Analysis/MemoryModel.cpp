@@ -1,0 +1,997 @@
+//===- MemoryModel.cpp - the bytes a rank holds during a step --------------===//
+//
+// A simulation of fsdp-run's accounting over the step's ops, in plan order.
+// Every value that becomes a slot refers to a storage; a storage counts from
+// the first holder (slot, state entry, collective) to the last. Slots are
+// released where the plan emitter releases them: after their last use, and
+// at once for results nobody reads. What each collective holds and returns
+// follows the runtime's communicators (runtime/lib/Communicator.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Analysis/MemoryModel.h"
+
+#include "fsdp/Dialect/ATen/IR/ATenDialect.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+
+#include "llvm/ADT/StringSet.h"
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+using namespace mlir;
+using namespace fsdp;
+
+StringRef fsdp::memoryCategoryName(MemoryCategory category) {
+  switch (category) {
+  case MemoryCategory::State:
+    return "state";
+  case MemoryCategory::Inputs:
+    return "inputs";
+  case MemoryCategory::GatheredParameters:
+    return "gathered parameters";
+  case MemoryCategory::Activations:
+    return "activations";
+  case MemoryCategory::Gradients:
+    return "gradients";
+  case MemoryCategory::CommunicationBuffers:
+    return "communication buffers";
+  case MemoryCategory::Temporaries:
+    return "temporaries";
+  }
+  llvm_unreachable("every category has a name");
+}
+
+//===----------------------------------------------------------------------===//
+// Layouts: strides as ATen computes them
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+using Dims = SmallVector<int64_t>;
+
+/// Sizes and strides (in elements) of a tensor.
+struct Layout {
+  Dims sizes, strides;
+};
+
+Dims contiguousStrides(ArrayRef<int64_t> sizes) {
+  Dims strides(sizes.size());
+  int64_t stride = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= std::max<int64_t>(sizes[d], 1);
+  }
+  return strides;
+}
+
+Layout contiguous(ArrayRef<int64_t> sizes) {
+  return {Dims(sizes), contiguousStrides(sizes)};
+}
+
+int64_t numel(ArrayRef<int64_t> sizes) {
+  return std::accumulate(sizes.begin(), sizes.end(), int64_t(1),
+                         std::multiplies<int64_t>());
+}
+
+/// ATen's TensorImpl::is_contiguous (dims of size 1 have any stride).
+bool isContiguous(const Layout &l) {
+  if (numel(l.sizes) == 0)
+    return true;
+  int64_t expected = 1;
+  for (int64_t d = static_cast<int64_t>(l.sizes.size()) - 1; d >= 0; --d) {
+    if (l.sizes[d] == 1)
+      continue;
+    if (l.strides[d] != expected)
+      return false;
+    expected *= l.sizes[d];
+  }
+  return true;
+}
+
+/// ATen's is_non_overlapping_and_dense.
+bool isNonOverlappingAndDense(const Layout &l) {
+  size_t dim = l.sizes.size();
+  if (dim == 1)
+    return l.sizes[0] < 2 || l.strides[0] == 1;
+  SmallVector<size_t> perm(dim);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::sort(perm.begin(), perm.end(), [&](size_t a, size_t b) {
+    if (l.sizes[a] < 2)
+      return false;
+    if (l.sizes[b] < 2)
+      return true;
+    return l.strides[a] < l.strides[b];
+  });
+  int64_t required = 1;
+  for (size_t d : perm) {
+    if (l.sizes[d] < 2)
+      return true;
+    if (l.strides[d] != required)
+      return false;
+    required *= l.sizes[d];
+  }
+  return true;
+}
+
+/// ATen's computeStride: the strides of `shape` viewing `from`'s storage,
+/// if a view can (else reshape copies).
+std::optional<Dims> viewStrides(const Layout &from, ArrayRef<int64_t> shape) {
+  ArrayRef<int64_t> oldShape = from.sizes, oldStride = from.strides;
+  Dims newStride(shape.size());
+  if (oldShape.empty()) {
+    std::fill(newStride.begin(), newStride.end(), 1);
+    return newStride;
+  }
+  int64_t count = numel(oldShape);
+  if (count == 0 && oldShape == shape)
+    return Dims(oldStride);
+  if (count == 0) {
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d)
+      newStride[d] = d == static_cast<int64_t>(shape.size()) - 1
+                         ? 1
+                         : std::max<int64_t>(shape[d + 1], 1) * newStride[d + 1];
+    return newStride;
+  }
+  int64_t viewD = static_cast<int64_t>(shape.size()) - 1;
+  int64_t chunkBase = oldStride.back();
+  int64_t tensorNumel = 1, viewNumel = 1;
+  for (int64_t t = static_cast<int64_t>(oldShape.size()) - 1; t >= 0; --t) {
+    tensorNumel *= oldShape[t];
+    if (t == 0 || (oldShape[t - 1] != 1 &&
+                   oldStride[t - 1] != tensorNumel * chunkBase)) {
+      while (viewD >= 0 && (viewNumel < tensorNumel || shape[viewD] == 1)) {
+        newStride[viewD] = viewNumel * chunkBase;
+        viewNumel *= shape[viewD];
+        --viewD;
+      }
+      if (viewNumel != tensorNumel)
+        return std::nullopt;
+      if (t > 0) {
+        chunkBase = oldStride[t - 1];
+        tensorNumel = 1;
+        viewNumel = 1;
+      }
+    }
+  }
+  if (viewD != -1)
+    return std::nullopt;
+  return newStride;
+}
+
+/// The layout of a TensorIterator result of `shape` over `operands`
+/// (broadcast to it): contiguous where every operand is, else ordered as
+/// the operands' strides order the dimensions (TensorIteratorBase's
+/// reorder_dimensions and allocate_or_resize_outputs).
+Layout tensorIteratorLayout(ArrayRef<int64_t> shape,
+                            ArrayRef<const Layout *> operands) {
+  size_t ndim = shape.size();
+  bool sameShape = llvm::all_of(operands, [&](const Layout *l) {
+    return ArrayRef<int64_t>(l->sizes) == shape;
+  });
+  if (operands.empty() || ndim == 0)
+    return contiguous(shape);
+  if (sameShape) {
+    if (llvm::all_of(operands, [](const Layout *l) { return isContiguous(*l); }))
+      return contiguous(shape);
+    const Layout &first = *operands.front();
+    if (llvm::all_of(operands, [&](const Layout *l) {
+          return isNonOverlappingAndDense(*l) && l->strides == first.strides;
+        }))
+      return first;
+  }
+  // Each operand's strides broadcast to `shape` (0 where broadcast).
+  SmallVector<Dims> strides;
+  for (const Layout *l : operands) {
+    Dims s(ndim, 0);
+    size_t offset = ndim - l->sizes.size();
+    for (size_t d = 0; d < l->sizes.size(); ++d)
+      if (l->sizes[d] == shape[offset + d])
+        s[offset + d] = l->strides[d];
+    strides.push_back(std::move(s));
+  }
+  // perm[0] is the fastest-moving dimension.
+  SmallVector<size_t> perm(ndim);
+  for (size_t i = 0; i < ndim; ++i)
+    perm[i] = ndim - 1 - i;
+  auto shouldSwap = [&](size_t dim0, size_t dim1) {
+    for (const Dims &s : strides) {
+      int64_t s0 = s[dim0], s1 = s[dim1];
+      if (s0 == 0 || s1 == 0)
+        continue;
+      if (s0 < s1)
+        return -1;
+      if (s0 > s1)
+        return 1;
+      if (shape[dim0] > shape[dim1])
+        return 1;
+    }
+    return 0;
+  };
+  for (size_t i = 1; i < ndim; ++i) {
+    size_t dim1 = i;
+    for (int64_t dim0 = static_cast<int64_t>(i) - 1; dim0 >= 0; --dim0) {
+      int comparison = shouldSwap(perm[dim0], perm[dim1]);
+      if (comparison > 0) {
+        std::swap(perm[dim0], perm[dim1]);
+        dim1 = dim0;
+      } else if (comparison < 0) {
+        break;
+      }
+    }
+  }
+  Layout out{Dims(shape), Dims(ndim)};
+  int64_t stride = 1;
+  for (size_t i = 0; i < ndim; ++i) {
+    out.strides[perm[i]] = stride;
+    stride *= shape[perm[i]];
+  }
+  return out;
+}
+
+/// ATen's is_channels_last_strides_2d: whether a 4-D tensor's strides are
+/// like NHWC's (what suggest_memory_format() reports as ChannelsLast).
+bool isChannelsLastLike(const Layout &l) {
+  if (l.sizes.size() != 4 || l.strides[1] == 0)
+    return false;
+  int64_t min = 0;
+  for (int d : {1, 3, 2, 0}) {
+    if (l.sizes[d] == 0 || l.strides[d] < min)
+      return false;
+    if (d == 0 && min == l.strides[1])
+      return false;
+    min = l.strides[d];
+    if (l.sizes[d] > 1)
+      min *= l.sizes[d];
+  }
+  return true;
+}
+
+/// NHWC strides of NCHW sizes.
+Layout channelsLast(ArrayRef<int64_t> sizes) {
+  int64_t c = sizes[1], h = sizes[2], w = sizes[3];
+  return {Dims(sizes), Dims{h * w * c, 1, w * c, c}};
+}
+
+/// The layout of a copy with preserve_format (clone, *_like, aten::to):
+/// the same strides where the input is non-overlapping and dense.
+Layout preservedLayout(const Layout &input) {
+  if (isNonOverlappingAndDense(input))
+    return input;
+  const Layout *operands[] = {&input};
+  return tensorIteratorLayout(input.sizes, operands);
+}
+
+/// ATen kernels built on TensorIterator that lay out their result after
+/// their tensor operands (by name, every overload).
+bool isPointwise(StringRef name) {
+  static const llvm::StringSet<> ops = {
+      "aten::abs", "aten::add", "aten::addcdiv", "aten::addcmul",
+      "aten::bitwise_and", "aten::bitwise_not", "aten::bitwise_or",
+      "aten::bitwise_xor", "aten::ceil", "aten::clamp", "aten::clamp_max",
+      "aten::clamp_min", "aten::cos", "aten::cosh", "aten::div", "aten::elu",
+      "aten::elu_backward", "aten::eq", "aten::erf", "aten::exp",
+      "aten::expm1", "aten::floor", "aten::ge", "aten::gelu",
+      "aten::gelu_backward", "aten::gt", "aten::hardsigmoid",
+      "aten::hardsigmoid_backward", "aten::hardswish",
+      "aten::hardswish_backward", "aten::hardtanh",
+      "aten::hardtanh_backward", "aten::le", "aten::leaky_relu",
+      "aten::leaky_relu_backward", "aten::lerp", "aten::log", "aten::log1p",
+      "aten::logical_and", "aten::logical_not", "aten::logical_or", "aten::lt",
+      "aten::masked_fill", "aten::maximum", "aten::minimum", "aten::mish",
+      "aten::mish_backward", "aten::mul", "aten::ne", "aten::neg", "aten::pow",
+      "aten::reciprocal", "aten::relu", "aten::remainder", "aten::round",
+      "aten::rsqrt", "aten::rsub", "aten::sigmoid", "aten::sigmoid_backward",
+      "aten::sign", "aten::silu", "aten::silu_backward", "aten::sin",
+      "aten::sinh", "aten::softplus", "aten::softplus_backward", "aten::sqrt",
+      "aten::square", "aten::sub", "aten::tan", "aten::tanh",
+      "aten::tanh_backward", "aten::threshold", "aten::threshold_backward",
+      "aten::true_divide", "aten::trunc", "aten::where", "aten::xlogy"};
+  return ops.contains(name);
+}
+
+/// Copies that keep their input's layout (preserve_format).
+bool isPreservingCopy(StringRef name) {
+  static const llvm::StringSet<> ops = {
+      "aten::clone", "aten::_to_copy", "aten::empty_like", "aten::zeros_like",
+      "aten::ones_like", "aten::full_like", "aten::rand_like",
+      "aten::randn_like", "aten::bernoulli"};
+  return ops.contains(name);
+}
+
+int64_t elementBytes(Type type) {
+  if (type.isInteger(1))
+    return 1;
+  return (type.getIntOrFloatBitWidth() + 7) / 8;
+}
+
+int64_t bytesOf(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  return tensor.getNumElements() * elementBytes(tensor.getElementType());
+}
+
+std::optional<int64_t> intArg(aten::CallOp call, size_t index) {
+  if (index >= call.getArgs().size())
+    return std::nullopt;
+  if (auto i = dyn_cast<IntegerAttr>(call.getArgs()[index]))
+    return i.getInt();
+  return std::nullopt;
+}
+
+std::optional<double> floatArg(aten::CallOp call, size_t index) {
+  if (index >= call.getArgs().size())
+    return std::nullopt;
+  if (auto f = dyn_cast<FloatAttr>(call.getArgs()[index]))
+    return f.getValueAsDouble();
+  if (auto i = dyn_cast<IntegerAttr>(call.getArgs()[index]))
+    return static_cast<double>(i.getInt());
+  return std::nullopt;
+}
+
+bool boolArg(aten::CallOp call, size_t index, bool otherwise) {
+  if (index >= call.getArgs().size())
+    return otherwise;
+  if (auto b = dyn_cast<BoolAttr>(call.getArgs()[index]))
+    return b.getValue();
+  return otherwise;
+}
+
+int64_t wrapDim(int64_t dim, size_t rank) {
+  return dim < 0 ? dim + static_cast<int64_t>(rank) : dim;
+}
+
+//===----------------------------------------------------------------------===//
+// The simulation
+//===----------------------------------------------------------------------===//
+
+struct Storage {
+  int64_t bytes = 0;
+  int64_t refs = 0;
+  MemoryCategory category = MemoryCategory::Temporaries;
+  /// Held by something outside the step's slots (a constant, the batch):
+  /// never written in place.
+  bool pinned = false;
+};
+
+class Simulation {
+public:
+  Simulation(ModuleOp module, func::FuncOp step) : module(module), step(step) {}
+  FailureOr<MemoryPrediction> run();
+
+private:
+  int fresh(int64_t bytes, MemoryCategory category, bool pinned = false) {
+    storages.push_back({bytes, 0, category, pinned});
+    return static_cast<int>(storages.size()) - 1;
+  }
+  void count(int storage);
+  void uncount(int storage);
+  /// `value` becomes a slot that holds `storage` with `layout`.
+  void define(Value value, int storage, Layout layout) {
+    count(storage);
+    storageOf[value] = storage;
+    layoutOf[value] = std::move(layout);
+  }
+  void release(Value value);
+  int groupSize(CommGroup group) const;
+  MemoryCategory categoryOf(Operation *op, Value result) const;
+  LogicalResult call(aten::CallOp op);
+  void collective(Operation *op);
+
+  ModuleOp module;
+  func::FuncOp step;
+  std::optional<StepOrder> order;
+  llvm::SmallVector<Storage> storages;
+  llvm::DenseMap<Value, int> storageOf;
+  llvm::DenseMap<Value, Layout> layoutOf;
+  /// Values that are views of another tensor (not the tensor itself).
+  llvm::DenseSet<Value> views;
+  /// What a collective's future holds until it is released.
+  llvm::DenseMap<Value, SmallVector<int>> held;
+  /// Futures whose wait returns the first buffer they hold.
+  llvm::DenseMap<Value, bool> returnsHeld;
+  /// Values the step reduces or hands the optimizer, and new state.
+  llvm::DenseMap<Value, MemoryCategory> roles;
+  llvm::DenseMap<Value, Operation *> lastUse;
+  int64_t live = 0;
+  std::array<int64_t, kNumMemoryCategories> byCategory{};
+  int64_t current = -1; // the instruction being simulated
+  int64_t currentPeak = 0;
+  MemoryPrediction out;
+  int64_t worldSize = 1, shardGroupSize = 1;
+};
+
+void Simulation::count(int storage) {
+  Storage &s = storages[storage];
+  if (s.refs++ > 0)
+    return;
+  live += s.bytes;
+  byCategory[static_cast<size_t>(s.category)] += s.bytes;
+  currentPeak = std::max(currentPeak, live);
+  if (live > out.peakBytes) {
+    out.peakBytes = live;
+    out.peakInstruction = current;
+    out.breakdown = byCategory;
+  }
+}
+
+void Simulation::uncount(int storage) {
+  Storage &s = storages[storage];
+  if (--s.refs > 0)
+    return;
+  live -= s.bytes;
+  byCategory[static_cast<size_t>(s.category)] -= s.bytes;
+}
+
+void Simulation::release(Value value) {
+  auto it = storageOf.find(value);
+  if (it != storageOf.end()) {
+    uncount(it->second);
+    storageOf.erase(it);
+  }
+  auto h = held.find(value);
+  if (h != held.end()) {
+    for (int storage : h->second)
+      uncount(storage);
+    held.erase(h);
+  }
+}
+
+int Simulation::groupSize(CommGroup group) const {
+  switch (group) {
+  case CommGroup::world:
+    return worldSize;
+  case CommGroup::shard:
+    return shardGroupSize;
+  case CommGroup::replicate:
+    return worldSize / shardGroupSize;
+  }
+  return 1;
+}
+
+MemoryCategory Simulation::categoryOf(Operation *op, Value result) const {
+  auto role = roles.find(result);
+  if (role != roles.end())
+    return role->second;
+  return order->phase(op) == Phase::Forward ? MemoryCategory::Activations
+                                            : MemoryCategory::Temporaries;
+}
+
+/// The results of a call: each shares an operand's storage (a view, or an
+/// op that returns its input when it can) or has a storage of its own, laid
+/// out as ATen lays it out.
+LogicalResult Simulation::call(aten::CallOp op) {
+  StringRef name = op.getOpName();
+  StringRef overload = op.getOverload();
+  unsigned numSchema = op.getNumSchemaResults();
+  Value self = op.getNumOperands() ? op.getOperand(0) : Value();
+  // A copy: defining results may grow layoutOf.
+  const Layout input = self ? layoutOf.lookup(self) : Layout();
+  const Layout *in = &input;
+
+  // The written arguments: in place where the argument dies here, is passed
+  // once, and nothing else holds its storage; else into a copy.
+  SmallVector<std::pair<int, Layout>> written;
+  if (auto mutates = op.getMutates()) {
+    // Operand index of each schema argument position.
+    SmallVector<int64_t> firstOperand;
+    int64_t next = 0;
+    for (Attribute arg : op.getArgs()) {
+      firstOperand.push_back(next);
+      next += aten::numOperandsOf(arg);
+    }
+    for (int64_t a : *mutates) {
+      Value arg = op.getOperand(firstOperand[a]);
+      const Layout &layout = layoutOf[arg];
+      int storage = storageOf.lookup(arg);
+      bool dies = lastUse.lookup(arg) == op.getOperation() &&
+                  !llvm::is_contained(step.getBody().front().getTerminator()
+                                          ->getOperands(),
+                                      arg);
+      bool once = llvm::count(op.getOperands(), arg) == 1;
+      if (dies && once && storages[storage].refs == 1 && !views.contains(arg) &&
+          !storages[storage].pinned) {
+        written.push_back({storage, layout});
+      } else {
+        Value result = op.getResult(numSchema + written.size());
+        int copy = fresh(bytesOf(arg.getType()), categoryOf(op, result));
+        written.push_back({copy, preservedLayout(layout)});
+      }
+    }
+  }
+
+  auto shapeOf = [&](unsigned r) {
+    return Dims(cast<RankedTensorType>(op.getResult(r).getType()).getShape());
+  };
+  auto freshResult = [&](unsigned r, Layout layout) {
+    Value result = op.getResult(r);
+    define(result, fresh(bytesOf(result.getType()), categoryOf(op, result)),
+           std::move(layout));
+  };
+  auto aliasResult = [&](unsigned r, Layout layout, bool view = true) {
+    define(op.getResult(r), storageOf.lookup(self), std::move(layout));
+    if (view)
+      views.insert(op.getResult(r));
+  };
+  auto viewed = [&](unsigned r) {
+    Dims shape = shapeOf(r);
+    std::optional<Dims> strides = viewStrides(*in, shape);
+    return Layout{shape, strides ? *strides : contiguousStrides(shape)};
+  };
+
+  // Backward kernels with an output mask (convolution_backward,
+  // native_layer_norm_backward) return no tensor where it says false.
+  ArrayAttr outputMask;
+  if (!op.getArgs().empty())
+    if (auto last = dyn_cast<ArrayAttr>(op.getArgs()[op.getArgs().size() - 1]);
+        last && last.size() == numSchema && !last.empty() &&
+        llvm::all_of(last, [](Attribute a) { return isa<BoolAttr>(a); }))
+      outputMask = last;
+
+  for (unsigned r = 0; r < numSchema; ++r) {
+    Dims shape = shapeOf(r);
+    if (outputMask && !cast<BoolAttr>(outputMask[r]).getValue()) {
+      Value result = op.getResult(r);
+      define(result, fresh(0, categoryOf(op, result)), contiguous(shape));
+      continue;
+    }
+    // broadcast_tensors: each result expands its own operand.
+    if (name == "aten::broadcast_tensors") {
+      const Layout &from = layoutOf[op.getOperand(r)];
+      Layout layout{shape, Dims(shape.size(), 0)};
+      size_t offset = shape.size() - from.sizes.size();
+      for (size_t d = 0; d < from.sizes.size(); ++d)
+        if (from.sizes[d] == shape[offset + d])
+          layout.strides[offset + d] = from.strides[d];
+      define(op.getResult(r), storageOf.lookup(op.getOperand(r)),
+             std::move(layout));
+      views.insert(op.getResult(r));
+      continue;
+    }
+    // In-place and out= ops return what they write.
+    if (!written.empty() && (name.ends_with("_") || overload.ends_with(".out"))) {
+      auto &[storage, layout] = written[std::min<size_t>(r, written.size() - 1)];
+      define(op.getResult(r), storage, layout);
+      continue;
+    }
+    if (!self) {
+      freshResult(r, contiguous(shape));
+      continue;
+    }
+    // Ops that share their input's storage when they can.
+    if (name == "aten::contiguous") {
+      if (isContiguous(*in))
+        aliasResult(r, *in, /*view=*/false); // the input itself
+      else
+        freshResult(r, contiguous(shape));
+      continue;
+    }
+    if (name == "aten::reshape" || name == "aten::reshape_as" ||
+        overload == "aten::flatten.using_ints") {
+      // flatten of one dimension returns its input itself.
+      bool itself = overload == "aten::flatten.using_ints" &&
+                    intArg(op, 1) && intArg(op, 2) &&
+                    wrapDim(*intArg(op, 1), in->sizes.size()) ==
+                        wrapDim(*intArg(op, 2), in->sizes.size()) &&
+                    !in->sizes.empty();
+      if (std::optional<Dims> strides = viewStrides(*in, shape))
+        aliasResult(r, Layout{shape, *strides}, /*view=*/!itself);
+      else
+        freshResult(r, contiguous(shape));
+      continue;
+    }
+    if (name == "aten::to" || name == "aten::type_as") {
+      size_t copyArg = overload == "aten::to.dtype"          ? 3
+                       : overload == "aten::to.other"        ? 3
+                       : overload == "aten::to.device"       ? 4
+                       : overload == "aten::to.dtype_layout" ? 6
+                                                             : SIZE_MAX;
+      bool sameType = cast<RankedTensorType>(self.getType()).getElementType() ==
+                      cast<RankedTensorType>(op.getResult(r).getType())
+                          .getElementType();
+      if (sameType && !boolArg(op, copyArg, false))
+        aliasResult(r, *in, /*view=*/false);
+      else
+        freshResult(r, preservedLayout(*in));
+      continue;
+    }
+    if (name == "aten::dropout" || name == "aten::feature_dropout" ||
+        name == "aten::alpha_dropout" ||
+        name == "aten::feature_alpha_dropout") {
+      // On the CPU, an identity dropout returns its input.
+      std::optional<double> p = floatArg(op, 1);
+      if (!boolArg(op, 2, true) || (p && *p == 0.0) || numel(in->sizes) == 0)
+        aliasResult(r, *in, /*view=*/false);
+      else
+        freshResult(r, preservedLayout(*in));
+      continue;
+    }
+    // View ops: always the input's storage.
+    if (aten::mayAlias(overload) || name == "aten::_unsafe_view" ||
+        name == "aten::_reshape_alias" || name == "aten::lift_fresh") {
+      Layout layout;
+      if (name == "aten::t" || name == "aten::transpose" ||
+          name == "aten::swapaxes" || name == "aten::swapdims" ||
+          name == "aten::numpy_T" || name == "aten::mT" ||
+          name == "aten::adjoint" || name == "aten::matrix_H" ||
+          name == "aten::mH" || name == "aten::permute" ||
+          name == "aten::movedim") {
+        // A permutation of the input's dimensions.
+        size_t rank = in->sizes.size();
+        SmallVector<int64_t> perm(rank);
+        std::iota(perm.begin(), perm.end(), 0);
+        if (name == "aten::permute") {
+          if (auto dims = dyn_cast<ArrayAttr>(op.getArgs()[1]))
+            for (size_t d = 0; d < rank && d < dims.size(); ++d)
+              perm[d] = wrapDim(cast<IntegerAttr>(dims[d]).getInt(), rank);
+        } else if (name == "aten::movedim") {
+          // The result's dims: moved ones at their destinations, the
+          // others in order.
+          SmallVector<int64_t> src, dst;
+          if (auto s = intArg(op, 1)) {
+            src.push_back(wrapDim(*s, rank));
+            dst.push_back(wrapDim(*intArg(op, 2), rank));
+          } else if (auto sa = dyn_cast<ArrayAttr>(op.getArgs()[1])) {
+            for (auto [a, b] :
+                 llvm::zip(sa, cast<ArrayAttr>(op.getArgs()[2]))) {
+              src.push_back(wrapDim(cast<IntegerAttr>(a).getInt(), rank));
+              dst.push_back(wrapDim(cast<IntegerAttr>(b).getInt(), rank));
+            }
+          }
+          SmallVector<int64_t> result(rank, -1);
+          for (auto [s, d] : llvm::zip(src, dst))
+            result[d] = s;
+          size_t next = 0;
+          for (size_t d = 0; d < rank; ++d) {
+            if (result[d] >= 0)
+              continue;
+            while (llvm::is_contained(src, static_cast<int64_t>(next)))
+              ++next;
+            result[d] = next++;
+          }
+          perm.assign(result.begin(), result.end());
+        } else if (rank >= 2) {
+          int64_t d0 = rank - 2, d1 = rank - 1;
+          if (name == "aten::transpose" || name == "aten::swapaxes" ||
+              name == "aten::swapdims") {
+            d0 = wrapDim(intArg(op, 1).value_or(0), rank);
+            d1 = wrapDim(intArg(op, 2).value_or(1), rank);
+          } else if (name == "aten::numpy_T") {
+            std::reverse(perm.begin(), perm.end());
+            d0 = d1 = 0;
+          }
+          std::swap(perm[d0], perm[d1]);
+        }
+        layout.sizes = shape;
+        for (int64_t d : perm)
+          layout.strides.push_back(in->strides[d]);
+      } else if (name == "aten::expand" || name == "aten::expand_as" ||
+                 name == "aten::broadcast_to") {
+        layout.sizes = shape;
+        layout.strides.assign(shape.size(), 0);
+        size_t offset = shape.size() - in->sizes.size();
+        for (size_t d = 0; d < in->sizes.size(); ++d)
+          if (in->sizes[d] == shape[offset + d])
+            layout.strides[offset + d] = in->strides[d];
+      } else if (name == "aten::select" || name == "aten::unbind") {
+        int64_t dim = wrapDim(intArg(op, 1).value_or(0), in->sizes.size());
+        layout = *in;
+        layout.sizes.erase(layout.sizes.begin() + dim);
+        layout.strides.erase(layout.strides.begin() + dim);
+      } else if (name == "aten::slice") {
+        int64_t dim = wrapDim(intArg(op, 1).value_or(0), in->sizes.size());
+        layout = *in;
+        layout.sizes = shape;
+        layout.strides[dim] *= intArg(op, 4).value_or(1);
+      } else if (name == "aten::narrow" || name == "aten::split" ||
+                 name == "aten::unsafe_split" ||
+                 name == "aten::unsafe_split_with_sizes" ||
+                 name == "aten::unsafe_chunk" ||
+                 name == "aten::split_with_sizes" || name == "aten::chunk" ||
+                 name == "aten::tensor_split" || name == "aten::hsplit" ||
+                 name == "aten::vsplit" || name == "aten::dsplit") {
+        layout = Layout{shape, in->strides};
+      } else if (name == "aten::unfold") {
+        int64_t dim = wrapDim(intArg(op, 1).value_or(0), in->sizes.size());
+        int64_t stepSize = intArg(op, 3).value_or(1);
+        layout.sizes = shape;
+        layout.strides = in->strides;
+        if (in->sizes.empty()) {
+          layout.strides = {1};
+        } else {
+          layout.strides[dim] *= stepSize;
+          layout.strides.push_back(in->strides[dim]);
+        }
+      } else if (name == "aten::diagonal") {
+        size_t rank = in->sizes.size();
+        int64_t d1 = wrapDim(intArg(op, 2).value_or(0), rank);
+        int64_t d2 = wrapDim(intArg(op, 3).value_or(1), rank);
+        for (size_t d = 0; d < rank; ++d)
+          if (static_cast<int64_t>(d) != d1 && static_cast<int64_t>(d) != d2)
+            layout.strides.push_back(in->strides[d]);
+        layout.strides.push_back(in->strides[d1] + in->strides[d2]);
+        layout.sizes = shape;
+      } else if (name == "aten::as_strided") {
+        layout.sizes = shape;
+        if (auto strides = dyn_cast<ArrayAttr>(op.getArgs()[2]))
+          for (Attribute s : strides)
+            layout.strides.push_back(cast<IntegerAttr>(s).getInt());
+        else
+          layout.strides = contiguousStrides(shape);
+      } else if (shape == in->sizes) {
+        layout = *in; // detach, alias, view.dtype of a same-size type
+      } else {
+        layout = viewed(r); // view, unflatten, squeeze, unsqueeze, ...
+      }
+      if (layout.strides.size() != shape.size())
+        layout = viewed(r);
+      // Views keep their base alive (autograd's view metadata), so their
+      // storage is never written in place; detach's is not such a view.
+      aliasResult(r, std::move(layout),
+                  name != "aten::detach" && name != "aten::lift_fresh");
+      continue;
+    }
+    // Losses that reduce their pointwise result in its own buffer: the
+    // scalar keeps the unreduced storage (ATen's apply_loss_reduction).
+    if ((name == "aten::mse_loss" || name == "aten::smooth_l1_loss" ||
+         name == "aten::binary_cross_entropy" ||
+         name == "aten::soft_margin_loss") &&
+        intArg(op, op.getArgs().size() - (name == "aten::smooth_l1_loss" ? 2 : 1))
+                .value_or(0) != 0) {
+      Value result = op.getResult(r);
+      int64_t unreduced = numel(in->sizes) *
+                          elementBytes(cast<RankedTensorType>(result.getType())
+                                           .getElementType());
+      define(result, fresh(unreduced, categoryOf(op, result)),
+             contiguous(shape));
+      continue;
+    }
+    // Convolutions compute in NHWC where their input or weight is laid out
+    // so (ATen's mkldnn_conv_use_channels_last): their output, and in the
+    // backward the input's and weight's gradients.
+    if ((name == "aten::_convolution" || name == "aten::convolution" ||
+         name == "aten::conv2d" || name == "aten::convolution_backward") &&
+        shape.size() == 4) {
+      unsigned first = name == "aten::convolution_backward" ? 1 : 0;
+      bool nhwc = op.getNumOperands() > first + 1 &&
+                  (isChannelsLastLike(layoutOf[op.getOperand(first)]) ||
+                   isChannelsLastLike(layoutOf[op.getOperand(first + 1)]));
+      freshResult(r, nhwc ? channelsLast(shape) : contiguous(shape));
+      continue;
+    }
+    // A kernel's own result.
+    if (isPointwise(name)) {
+      SmallVector<const Layout *> operands;
+      for (Value operand : op.getOperands())
+        operands.push_back(&layoutOf[operand]);
+      freshResult(r, tensorIteratorLayout(shape, operands));
+    } else if (isPreservingCopy(name) && in->sizes == shape) {
+      freshResult(r, preservedLayout(*in));
+    } else {
+      freshResult(r, contiguous(shape));
+    }
+  }
+  for (auto [k, w] : llvm::enumerate(written))
+    define(op.getResult(numSchema + k), w.first, w.second);
+  return success();
+}
+
+/// What a collective holds from its start to its wait, as the runtime's
+/// communicators hold it.
+void Simulation::collective(Operation *op) {
+  SmallVector<int> buffers;
+  auto input = [&](Value v) -> std::pair<int, Layout> {
+    return {storageOf.lookup(v), layoutOf.lookup(v)};
+  };
+  Value future = op->getResult(0);
+  Type resultType = cast<FutureType>(future.getType()).getTensorType();
+  if (isa<AllGatherStartOp>(op)) {
+    // Its output buffer (a copy of the shard on a single rank).
+    buffers.push_back(
+        fresh(bytesOf(resultType), MemoryCategory::GatheredParameters));
+    returnsHeld[future] = true;
+  } else if (auto scatter = dyn_cast<ReduceScatterStartOp>(op)) {
+    int64_t full = bytesOf(scatter.getInput().getType());
+    int n = groupSize(scatter.getGroup());
+    bool overWorld = scatter.getAcross() && shardGroupSize != worldSize;
+    if (overWorld) {
+      // The shards every rank sends, concatenated, and what it receives.
+      int64_t sent = full / shardGroupSize * worldSize;
+      buffers.push_back(fresh(sent, MemoryCategory::CommunicationBuffers));
+      buffers.push_back(fresh(sent, MemoryCategory::CommunicationBuffers));
+    } else if (n == 1) {
+      buffers.push_back(fresh(full, MemoryCategory::Gradients));
+      returnsHeld[future] = true;
+    } else {
+      auto [storage, layout] = input(scatter.getInput());
+      buffers.push_back(isContiguous(layout)
+                            ? storage
+                            : fresh(full, MemoryCategory::CommunicationBuffers));
+      buffers.push_back(fresh(full, MemoryCategory::CommunicationBuffers));
+    }
+  } else if (auto reduce = dyn_cast<AllReduceStartOp>(op)) {
+    auto type = cast<RankedTensorType>(reduce.getInput().getType());
+    int64_t bytes = bytesOf(type);
+    int n = groupSize(reduce.getGroup());
+    if (n == 1) {
+      buffers.push_back(fresh(bytes, MemoryCategory::Gradients));
+      returnsHeld[future] = true;
+    } else {
+      // Padded to a multiple of n, reduce-scattered, then gathered.
+      int64_t count = type.getNumElements();
+      int64_t padded = (count + n - 1) / n * n;
+      int64_t element = elementBytes(type.getElementType());
+      auto [storage, layout] = input(reduce.getInput());
+      int flat = padded == count && isContiguous(layout)
+                     ? storage
+                     : fresh(padded * element,
+                             MemoryCategory::CommunicationBuffers);
+      buffers.push_back(flat);
+      buffers.push_back(
+          fresh(padded * element, MemoryCategory::CommunicationBuffers));
+    }
+  }
+  for (int storage : buffers)
+    count(storage);
+  held[future] = std::move(buffers);
+}
+
+FailureOr<MemoryPrediction> Simulation::run() {
+  if (!step.getBody().hasOneBlock())
+    return step.emitOpError("must be a single block to predict its memory");
+  Block &body = step.getBody().front();
+  order.emplace(body);
+  if (auto w = module->getAttrOfType<IntegerAttr>("fsdp.world_size"))
+    worldSize = w.getInt();
+  if (auto g = module->getAttrOfType<IntegerAttr>("fsdp.shard_group_size"))
+    shardGroupSize = g.getInt();
+
+  for (Operation &op : body) {
+    for (Value operand : op.getOperands())
+      lastUse[operand] = &op;
+    if (auto update = dyn_cast<UpdateOp>(op))
+      roles[update.getValue()] = MemoryCategory::State;
+    else if (isa<ReduceScatterStartOp, AllReduceStartOp, GradOp>(op))
+      roles.try_emplace(op.getOperand(0), MemoryCategory::Gradients);
+  }
+
+  // The state, as fsdp-run holds it between steps: one storage per entry.
+  llvm::StringMap<int> state;
+  llvm::DenseSet<StringAttr> flatMembers;
+  for (FlatParamOp flat : module.getOps<FlatParamOp>())
+    for (Attribute ref : flat.getParams())
+      flatMembers.insert(cast<FlatSymbolRefAttr>(ref).getAttr());
+  auto declare = [&](StringRef name, Type type) {
+    int storage = fresh(bytesOf(type), MemoryCategory::State);
+    count(storage);
+    state[name] = storage;
+  };
+  for (Operation &op : module.getBody()->getOperations()) {
+    if (auto param = dyn_cast<ParamOp>(op)) {
+      if (!flatMembers.contains(param.getSymNameAttr()))
+        declare(param.getSymName(), param.getType());
+    } else if (auto flat = dyn_cast<FlatParamOp>(op)) {
+      declare(flat.getSymName(), flat.getStateType());
+    } else if (auto buffer = dyn_cast<BufferOp>(op)) {
+      declare(buffer.getSymName(), buffer.getType());
+    } else if (auto optim = dyn_cast<OptimStateOp>(op)) {
+      declare(optim.getSymName(), optim.getType());
+    }
+  }
+  // The batch: a copy of this step's entry of the data.
+  for (BlockArgument arg : body.getArguments()) {
+    auto type = cast<RankedTensorType>(arg.getType());
+    define(arg, fresh(bytesOf(type), MemoryCategory::Inputs, /*pinned=*/true),
+           contiguous(type.getShape()));
+  }
+  out.startBytes = live;
+  out.peakBytes = live;
+  out.breakdown = byCategory;
+
+  Operation *terminator = body.getTerminator();
+  for (Operation &op : body) {
+    if (&op == terminator)
+      break;
+    ++current;
+    currentPeak = live;
+    int64_t before = out.peakBytes;
+    if (auto get = dyn_cast<GetOp>(op)) {
+      auto it = state.find(get.getName());
+      if (it == state.end())
+        return get.emitError("reads @")
+               << get.getName()
+               << ", which no rank holds as state (a member of a flat "
+                  "parameter, or not state at all)";
+      define(get.getResult(), it->second,
+             contiguous(get.getResult().getType().getShape()));
+    } else if (auto update = dyn_cast<UpdateOp>(op)) {
+      auto it = state.find(update.getName());
+      if (it == state.end())
+        return update.emitError("writes @")
+               << update.getName()
+               << ", which no rank holds as state (a member of a flat "
+                  "parameter, or not state at all)";
+      int next = storageOf.lookup(update.getValue());
+      count(next);
+      uncount(it->second);
+      it->second = next;
+    } else if (auto constant = dyn_cast<aten::ConstantOp>(op)) {
+      auto type = cast<RankedTensorType>(constant.getType());
+      define(constant.getResult(),
+             fresh(bytesOf(type), categoryOf(&op, constant.getResult()),
+                   /*pinned=*/true),
+             contiguous(type.getShape()));
+    } else if (auto c = dyn_cast<aten::CallOp>(op)) {
+      if (failed(call(c)))
+        return failure();
+    } else if (isa<CollectiveStartOp>(op)) {
+      collective(&op);
+    } else if (auto wait = dyn_cast<WaitOp>(op)) {
+      Operation *start = wait.getFuture().getDefiningOp();
+      auto type = cast<RankedTensorType>(wait.getType());
+      if (returnsHeld.lookup(wait.getFuture())) {
+        // What the collective held: the gathered buffer, or a single
+        // rank's copy.
+        define(wait.getResult(), held.lookup(wait.getFuture()).front(),
+               contiguous(type.getShape()));
+      } else if (auto reduce = dyn_cast_or_null<AllReduceStartOp>(start)) {
+        // A view of the padded gather's output.
+        int n = groupSize(reduce.getGroup());
+        int64_t padded = (type.getNumElements() + n - 1) / n * n;
+        define(wait.getResult(),
+               fresh(padded * elementBytes(type.getElementType()),
+                     MemoryCategory::Gradients),
+               contiguous(type.getShape()));
+      } else {
+        // The sum of the received chunks.
+        define(wait.getResult(),
+               fresh(bytesOf(type), MemoryCategory::Gradients),
+               contiguous(type.getShape()));
+      }
+    } else if (auto view = dyn_cast<ViewOp>(op)) {
+      views.insert(view.getResult());
+      define(view.getResult(), storageOf.lookup(view.getBuffer()),
+             contiguous(view.getType().getShape()));
+    } else if (auto local = dyn_cast<LocalShardOp>(op)) {
+      views.insert(local.getResult());
+      define(local.getResult(), storageOf.lookup(local.getBuffer()),
+             contiguous(cast<RankedTensorType>(local.getType()).getShape()));
+    } else if (!isa<FreeOp>(op)) {
+      return op.emitOpError(
+          "has no memory model: it is not an instruction of a plan");
+    }
+    // Slots die after their last use; results nobody reads at once.
+    llvm::SmallPtrSet<Value, 4> seen;
+    for (Value operand : op.getOperands())
+      if (lastUse.lookup(operand) == &op && seen.insert(operand).second &&
+          !llvm::is_contained(terminator->getOperands(), operand))
+        release(operand);
+    for (Value result : op.getResults())
+      if (result.use_empty())
+        release(result);
+    if (out.peakBytes > before)
+      out.peakOp = &op;
+    out.timeline.push_back(live);
+    out.instructionPeak.push_back(currentPeak);
+  }
+
+  for (Gather &g : collectGathers(*order)) {
+    MemoryPrediction::Unit unit;
+    unit.unit = g.start.getUnit().str();
+    unit.phase = g.phase;
+    unit.start = order->at(g.start);
+    unit.end = g.free ? order->at(g.free) : unit.start;
+    unit.peakBytes = 0;
+    for (int64_t i = unit.start; i <= unit.end; ++i)
+      unit.peakBytes = std::max(unit.peakBytes, out.instructionPeak[i]);
+    out.units.push_back(std::move(unit));
+  }
+  return out;
+}
+
+} // namespace
+
+FailureOr<MemoryPrediction> fsdp::predictMemory(ModuleOp module,
+                                                func::FuncOp step) {
+  return Simulation(module, step).run();
+}
