@@ -44,6 +44,16 @@ void fsdp::buildTrainStepPipeline(OpPassManager &pm,
 void fsdp::buildFSDPPipeline(OpPassManager &pm,
                              const FSDPPipelineOptions &options) {
   addLossAndBackward(pm, options);
+  buildShardedStepPipeline(pm, options);
+}
+
+void fsdp::buildLossAndBackwardPipeline(OpPassManager &pm,
+                                       const FSDPPipelineOptions &options) {
+  addLossAndBackward(pm, options);
+}
+
+void fsdp::buildShardedStepPipeline(OpPassManager &pm,
+                                    const FSDPPipelineOptions &options) {
   AutoWrapOptions wrap;
   wrap.policy = options.autoWrapPolicy;
   wrap.minNumParams = options.minNumParams;

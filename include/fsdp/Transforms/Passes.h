@@ -131,6 +131,16 @@ void buildTrainStepPipeline(mlir::OpPassManager &pm,
 void buildFSDPPipeline(mlir::OpPassManager &pm,
                        const FSDPPipelineOptions &options);
 
+/// The part of buildFSDPPipeline up to differentiation: the loss and the
+/// backward.
+void buildLossAndBackwardPipeline(mlir::OpPassManager &pm,
+                                  const FSDPPipelineOptions &options);
+
+/// The part of buildFSDPPipeline after differentiation: auto-wrap, sharding,
+/// the optimizer, the schedule, verification.
+void buildShardedStepPipeline(mlir::OpPassManager &pm,
+                              const FSDPPipelineOptions &options);
+
 #define GEN_PASS_REGISTRATION
 #include "fsdp/Transforms/Passes.h.inc"
 
