@@ -21,6 +21,10 @@
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --world-size 4 --hybrid-reduction two-stage 2>&1 | FileCheck %s --check-prefix=HYBRIDONLY
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --limit-all-gathers -1 2>&1 | FileCheck %s --check-prefix=LIMIT
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --limit-reductions -1 2>&1 | FileCheck %s --check-prefix=REDUCTIONS
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap budget 2>&1 | FileCheck %s --check-prefix=NOBUDGET
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap size --memory-budget 1GiB 2>&1 | FileCheck %s --check-prefix=BUDGETPOLICY
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap budget --memory-budget 12parsecs 2>&1 | FileCheck %s --check-prefix=BUDGETSIZE
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap budget --memory-budget 0 2>&1 | FileCheck %s --check-prefix=BUDGETZERO
 // HYBRIDREDUCTION: error: --hybrid-reduction tree: expected ordered or two-stage
 // HYBRIDONLY: error: --hybrid-reduction applies to HYBRID_SHARD, not FULL_SHARD
 // PREFETCH: error: --backward-prefetch BACKWARD: expected BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH
@@ -35,7 +39,11 @@
 // HYBRID: error: HYBRID_SHARD needs --shard-group-size G (or a config file's num_machines): the ranks of one node, which shard each unit; groups of G ranks replicate it
 // DIVIDE: error: --shard-group-size 3 does not divide --world-size 4
 // GROUP: error: --shard-group-size applies to HYBRID_SHARD, not FULL_SHARD
-// POLICY: error: --auto-wrap transformer: expected size, class, modules or none
+// POLICY: error: --auto-wrap transformer: expected size, class, modules, budget or none
+// NOBUDGET: error: --auto-wrap budget needs --memory-budget SIZE (the most bytes a rank may hold during a step)
+// BUDGETPOLICY: error: --memory-budget applies to --auto-wrap budget, not size
+// BUDGETSIZE: error: --memory-budget 12parsecs: expected a positive size in bytes, or with B, KiB, MiB, GiB, TiB, KB, MB, GB or TB
+// BUDGETZERO: error: --memory-budget 0: expected a positive size
 // MINPARAMS: error: --min-num-params applies to --auto-wrap size, not class
 // WRAPCLASS: error: --wrap-class applies to --auto-wrap class, not size
 // NOCLASS: error: --auto-wrap class needs --wrap-class NAME

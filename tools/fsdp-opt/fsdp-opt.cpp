@@ -12,6 +12,7 @@
 #include "fsdp/InitAll.h"
 #include "fsdp/Target/Plan/PlanEmitter.h"
 #include "fsdp/Transforms/Passes.h"
+#include "fsdp/Transforms/MemoryBudget.h"
 #include "fsdp/Transforms/Report.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
@@ -162,6 +163,11 @@ static llvm::cl::opt<int64_t> limitReductionsFlag(
                    "wait at the end of the step)"),
     llvm::cl::value_desc("N"), llvm::cl::init(2),
     llvm::cl::cat(fsdpCategory));
+static llvm::cl::opt<std::string> memoryBudgetFlag(
+    "memory-budget",
+    llvm::cl::desc("With --auto-wrap budget: the most bytes a rank may hold "
+                   "during a step (e.g. 40GiB, 512MiB, 1000000)"),
+    llvm::cl::value_desc("SIZE"), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<std::string> configFlag(
     "config",
     llvm::cl::desc("An Accelerate config file (fsdp_config keys and "
@@ -207,6 +213,8 @@ struct FSDPSettings {
   bool forwardPrefetch = false;
   int64_t limitAllGathers = 2;
   int64_t limitReductions = 2;
+  int64_t memoryBudget = 0; // --auto-wrap budget
+  std::optional<fsdp::BudgetChoice> budgetChoice; // what it chose
 };
 static FSDPSettings fsdpSettings;
 
@@ -330,9 +338,24 @@ static LogicalResult resolveFSDPSettings() {
                  s.sharding);
   }
   if (s.autoWrap != "size" && s.autoWrap != "class" &&
-      s.autoWrap != "modules" && s.autoWrap != "none")
+      s.autoWrap != "modules" && s.autoWrap != "none" &&
+      s.autoWrap != "budget")
     return error("--auto-wrap " + s.autoWrap +
-                 ": expected size, class, modules or none");
+                 ": expected size, class, modules, budget or none");
+  if (given(memoryBudgetFlag) && s.autoWrap != "budget")
+    return error("--memory-budget applies to --auto-wrap budget, not " +
+                 s.autoWrap);
+  if (s.autoWrap == "budget") {
+    if (!given(memoryBudgetFlag))
+      return error("--auto-wrap budget needs --memory-budget SIZE (the most "
+                   "bytes a rank may hold during a step)");
+    std::optional<int64_t> budget = fsdp::parseByteSize(memoryBudgetFlag);
+    if (!budget || *budget <= 0)
+      return error("--memory-budget " + memoryBudgetFlag +
+                   ": expected a positive size in bytes, or with B, KiB, "
+                   "MiB, GiB, TiB, KB, MB, GB or TB");
+    s.memoryBudget = *budget;
+  }
   if (given(minNumParamsFlag) && s.autoWrap != "size")
     return error("--min-num-params applies to --auto-wrap size, not " +
                  s.autoWrap);
@@ -366,6 +389,8 @@ static void printFSDPSettings(llvm::raw_ostream &os) {
   os << "auto-wrap-rule: " << s.autoWrapReason << "\n";
   if (s.autoWrap == "size")
     os << "min-num-params: " << s.minNumParams << "\n";
+  if (s.autoWrap == "budget")
+    os << "memory-budget: " << s.memoryBudget << "\n";
   if (!s.wrapClasses.empty())
     os << "wrap-class: " << llvm::join(s.wrapClasses, ",") << "\n";
   if (!s.wrapModules.empty())
@@ -443,15 +468,8 @@ static void setTrainOptions(Options &options) {
   options.eps = epsFlag;
 }
 
-static void addTrainStep(PassManager &pm) {
-  if (!fsdpSettings.enabled) {
-    fsdp::TrainStepPipelineOptions options;
-    setTrainOptions(options);
-    fsdp::buildTrainStepPipeline(pm, options);
-    return;
-  }
+static void setFSDPOptions(fsdp::FSDPPipelineOptions &options) {
   const FSDPSettings &s = fsdpSettings;
-  fsdp::FSDPPipelineOptions options;
   setTrainOptions(options);
   options.sharding = s.sharding;
   options.worldSize = s.worldSize;
@@ -466,7 +484,47 @@ static void addTrainStep(PassManager &pm) {
   options.forwardPrefetch = s.forwardPrefetch;
   options.limitAllGathers = s.limitAllGathers;
   options.limitReductions = s.limitReductions;
-  fsdp::buildFSDPPipeline(pm, options);
+}
+
+/// The training step's pipeline; `differentiated`: the module already has
+/// its loss and backward (--auto-wrap budget ran them to choose).
+static void addTrainStep(PassManager &pm, bool differentiated = false) {
+  if (!fsdpSettings.enabled) {
+    fsdp::TrainStepPipelineOptions options;
+    setTrainOptions(options);
+    fsdp::buildTrainStepPipeline(pm, options);
+    return;
+  }
+  fsdp::FSDPPipelineOptions options;
+  setFSDPOptions(options);
+  if (differentiated)
+    fsdp::buildShardedStepPipeline(pm, options);
+  else
+    fsdp::buildFSDPPipeline(pm, options);
+}
+
+/// --auto-wrap budget: differentiates `module`, then chooses size-based
+/// wrapping and a backward prefetch mode whose predicted peak fits the
+/// budget (fsdp/Transforms/MemoryBudget.h), and sets them.
+static LogicalResult chooseUnderBudget(ModuleOp module, TimingScope &timing) {
+  fsdp::FSDPPipelineOptions options;
+  setFSDPOptions(options);
+  PassManager pm(module.getContext(), ModuleOp::getOperationName());
+  pm.enableTiming(timing);
+  fsdp::buildLossAndBackwardPipeline(pm, options);
+  if (failed(pm.run(module)))
+    return failure();
+  TimingScope choosing = timing.nest("Choose units under --memory-budget");
+  FailureOr<fsdp::BudgetChoice> choice =
+      fsdp::chooseWrappingUnderBudget(module, options, fsdpSettings.memoryBudget);
+  if (failed(choice))
+    return failure();
+  FSDPSettings &s = fsdpSettings;
+  s.autoWrap = "size";
+  s.minNumParams = choice->minNumParams;
+  s.backwardPrefetch = choice->backwardPrefetch;
+  s.budgetChoice = *choice;
+  return success();
 }
 
 enum class EmitKind { MLIR, Plan };
@@ -512,10 +570,14 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
   if (!module)
     return failure();
 
+  bool budget = wantsTrainStep() && fsdpSettings.enabled &&
+                fsdpSettings.autoWrap == "budget";
+  if (budget && failed(chooseUnderBudget(*module, timing)))
+    return failure();
   PassManager pm(&context, ModuleOp::getOperationName());
   pm.enableTiming(timing);
   if (wantsTrainStep())
-    addTrainStep(pm);
+    addTrainStep(pm, /*differentiated=*/budget);
   if (failed(applyPassManagerCLOptions(pm)) ||
       failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))
     return failure();
@@ -533,7 +595,17 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
     fsdp::printFSDPReport(*module, os);
     const FSDPSettings &s = fsdpSettings;
     os << "units chosen by: " << s.autoWrap;
-    if (s.autoWrap == "size")
+    if (s.budgetChoice)
+      os << " (budget " << fsdp::formatBytes(s.memoryBudget)
+         << ": min_num_params " << s.budgetChoice->minNumParams << " and "
+         << s.budgetChoice->backwardPrefetch << ", " << s.budgetChoice->units
+         << (s.budgetChoice->units == 1 ? " unit" : " units") << " and "
+         << s.budgetChoice->collectives
+         << " collectives, predicted peak "
+         << fsdp::formatBytes(s.budgetChoice->peakBytes)
+         << "; the first of " << s.budgetChoice->tried
+         << " wrappings tried, from the fewest units, to fit)";
+    else if (s.autoWrap == "size")
       os << " (min_num_params " << s.minNumParams << ")";
     else if (s.autoWrap == "class")
       os << " (" << llvm::join(s.wrapClasses, ",") << ")";
