@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   cmake ninja-build g++ git
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
-  libtorch-dev python3-torch python3-torchvision
+  libtorch-dev python3-torch python3-torchvision python3-matplotlib
   libgloo-dev nlohmann-json3-dev libyaml-cpp-dev libgtest-dev
 )
 

@@ -19,7 +19,10 @@ global batch in both; every rank uses --threads threads.
 Step times are medians over the steps after the warm-up ones, on rank 0
 (fsdp-run's --metrics step_ms; DDP's timed after a barrier), and so is the
 time rank 0 was blocked waiting for collectives (comm_wait_ms). Memory columns:
-fsdp-run's sharded state and peak live bytes of rank 0 (its --metrics), and
+fsdp-run's sharded state, fsdp-opt's predicted peak (--memory-report-json)
+beside the measured peak live bytes (the largest over ranks and steps, its
+--metrics summary) and whether they are equal, what ATen's allocator handed
+out (allocator_peak_bytes: kernels' own workspaces included), and
 for DDP the bytes of parameters + gradients + optimizer state that every rank
 holds in full (not a measured peak: activations and DDP's gradient buckets
 come on top). Prints a markdown table with the ratio fsdp-run / DDP, and a
@@ -149,7 +152,11 @@ def run_fsdp(world, sharding, schedule, model_path, data_path, args, tmp):
     run_cmd = [os.path.join(args.bin, "fsdp-run"), plan, "--model", model_path,
                "--data", data_path, "--steps", str(args.steps), "--metrics", metrics,
                "--threads", str(args.threads), "--nproc", str(world)]
-    subprocess.run(compile_cmd + ["--emit", "plan", "-o", plan], check=True)
+    memory = os.path.join(tmp, f"gpt{world}.{sharding}.{schedule}.memory.json")
+    subprocess.run(compile_cmd + ["--emit", "plan", "-o", plan,
+                                  "--memory-report-json", memory], check=True)
+    with open(memory) as f:
+        predicted = json.load(f)["peak_bytes"]
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     subprocess.run(run_cmd, check=True, env=env, stdout=subprocess.DEVNULL)
     with open(metrics) as f:
@@ -164,6 +171,8 @@ def run_fsdp(world, sharding, schedule, model_path, data_path, args, tmp):
             if all("comm_wait_ms" in m for m in timed) else None)
     return {"step_ms": statistics.median(m["step_ms"] for m in timed), "wait_ms": wait,
             "sharded_bytes": summary.get("sharded_state_bytes"), "peak_bytes": peak,
+            "predicted_bytes": predicted,
+            "allocator_bytes": summary.get("allocator_peak_bytes"),
             "read_bytes": summary.get("model_bytes_read"),
             "losses": [m["loss"] for m in steps]}
 
@@ -246,9 +255,11 @@ def main():
               "on rank 0")
         print("\n| ranks | strategy | schedule | fsdp-run step ms | fsdp-run comm wait ms | "
               "DDP step ms | ratio | fsdp-run "
-              "sharded state MiB/rank | fsdp-run peak MiB/rank | DDP params+grads+optim "
+              "sharded state MiB/rank | fsdp-opt predicted peak MiB/rank | fsdp-run peak "
+              "MiB/rank | predicted = measured | fsdp-run allocator peak MiB/rank | "
+              "DDP params+grads+optim "
               "MiB/rank | fsdp-run model MiB read/rank | DDP model MiB loaded/rank |")
-        print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
         notes = []
         for w in ranks:
             # fsdp-opt's input specs are one rank's batch; the data holds all ranks'.
@@ -270,7 +281,10 @@ def main():
                 ratio = "n/a" if not ours else f"{ours['step_ms'] / ddp['step_ms']:.2f}"
                 wait = "n/a" if not ours or ours["wait_ms"] is None else f"{ours['wait_ms']:.2f}"
                 print(f"| {w} | {sharding} | {schedule} | {ms} | {wait} | {ddp['step_ms']:.2f} | {ratio} | "
-                      f"{mib(ours.get('sharded_bytes'))} | {mib(ours.get('peak_bytes'))} | "
+                      f"{mib(ours.get('sharded_bytes'))} | {mib(ours.get('predicted_bytes'))} | "
+                      f"{mib(ours.get('peak_bytes'))} | "
+                      f"{'yes' if ours and ours['predicted_bytes'] == ours['peak_bytes'] else 'no'} | "
+                      f"{mib(ours.get('allocator_bytes'))} | "
                       f"{mib(ddp['state_bytes'])} | {mib(ours.get('read_bytes'))} | "
                       f"{mib(ddp['loaded_bytes'])} |", flush=True)
     for note in notes:

@@ -1,0 +1,142 @@
+"""Predicted against measured memory on real models (torchvision's and a
+BERT-style encoder, none of them fixtures of the tests).
+
+    /usr/bin/python3 bench/memory/bench_memory.py [--models resnet18,vit,...]
+        [--world-size 2] [--sharding FULL_SHARD] [--batch 2]
+
+For each model: exports it with one rank's batch (fsdp_export), compiles
+the AdamW training step sharded over --world-size ranks with
+--memory-report-json, trains 2 steps with fsdp-run --nproc and
+--memory-timeline, and prints a markdown table: fsdp-opt's predicted peak,
+fsdp-run's measured peak (the largest over ranks and steps), whether the
+two and rank 0's per-instruction timelines are equal to the byte, and what
+ATen's allocator handed out at its peak (allocator_peak_bytes: kernels'
+own workspaces included) with its excess over the live tensors.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "test", "fixtures"))
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torchvision.models as tvm  # noqa: E402
+
+import fsdp_export  # noqa: E402
+from fsdp_parity import check_memory  # noqa: E402
+
+
+class Bert(nn.Module):
+    """A BERT-style classifier: embedding, pre-norm encoder, mean pooling."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(100, 64)
+        layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True,
+                                           norm_first=True)
+        self.enc = nn.TransformerEncoder(layer, 2)
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.head(self.enc(self.emb(x)).mean(1))
+
+
+def image(size):
+    return lambda b: {"x": torch.randn(b, 3, size, size)}
+
+
+MODELS = {
+    "resnet18": (lambda: tvm.resnet18(num_classes=10), image(32)),
+    "resnext50": (lambda: tvm.resnext50_32x4d(num_classes=10), image(32)),
+    "mobilenet_v2": (lambda: tvm.mobilenet_v2(num_classes=10), image(32)),
+    "shufflenet_v2": (lambda: tvm.shufflenet_v2_x0_5(num_classes=10), image(32)),
+    "squeezenet": (lambda: tvm.squeezenet1_1(num_classes=10), image(64)),
+    "densenet121": (lambda: tvm.densenet121(num_classes=10), image(32)),
+    "convnext_tiny": (lambda: tvm.convnext_tiny(num_classes=10), image(32)),
+    "efficientnet_b0": (lambda: tvm.efficientnet_b0(num_classes=10), image(32)),
+    "regnet_y_400mf": (lambda: tvm.regnet_y_400mf(num_classes=10), image(32)),
+    "mnasnet": (lambda: tvm.mnasnet0_5(num_classes=10), image(32)),
+    "googlenet": (lambda: tvm.googlenet(num_classes=10, aux_logits=False,
+                                        init_weights=False), image(64)),
+    "swin_t": (lambda: tvm.swin_t(num_classes=10), image(64)),
+    "vit": (lambda: tvm.VisionTransformer(image_size=32, patch_size=8, num_layers=2,
+                                          num_heads=4, hidden_dim=64, mlp_dim=128,
+                                          num_classes=10), image(32)),
+    "bert": (Bert, lambda b: {"x": torch.randint(0, 100, (b, 8))}),
+}
+
+
+def mb(n):
+    return "n/a" if n is None else f"{n / 1e6:.2f}"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--world-size", type=int, default=2)
+    p.add_argument("--sharding", default="FULL_SHARD")
+    p.add_argument("--batch", type=int, default=2, help="one rank's batch")
+    p.add_argument("--min-num-params", type=int, default=20000,
+                   help="size-based auto-wrap threshold")
+    p.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+    args = p.parse_args()
+    torch.manual_seed(0)
+    w, b = args.world_size, args.batch
+    print(f"{args.sharding} on {w} ranks, {b} samples per rank, AdamW, 2 steps; MB = 1e6 bytes\n")
+    print("| model | predicted peak MB | measured peak MB | equal (peak and timeline) "
+          "| allocator peak MB | allocator excess |")
+    print("|---|---:|---:|---|---:|---:|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models.split(","):
+            make, inputs_for = MODELS[name]
+            d = os.path.join(tmp, name)
+            os.makedirs(d)
+            model, data = os.path.join(d, "m.pt"), os.path.join(d, "d.pt")
+            inputs = inputs_for(b)
+            fsdp_export.save(make().train(), model, inputs,
+                             targets={"target": torch.randint(0, 10, (b,))})
+            batches = {n: (torch.randn(2, w * b, *t.shape[1:]) if t.is_floating_point()
+                           else torch.randint(0, 100, (2, w * b, *t.shape[1:])))
+                       for n, t in inputs.items()}
+            batches["target"] = torch.randint(0, 10, (2, w * b))
+            torch.save(batches, data)
+            plan, memory = os.path.join(d, "p.plan"), os.path.join(d, "memory.json")
+            metrics, timeline = os.path.join(d, "m.jsonl"), os.path.join(d, "timeline.json")
+            try:
+                subprocess.run([os.path.join(args.bin, "fsdp-opt"), model, "--loss",
+                                "cross_entropy", "--optimizer", "adamw", "--world-size", str(w),
+                                "--sharding", args.sharding, "--auto-wrap", "size",
+                                "--min-num-params", str(args.min_num_params), "--emit", "plan",
+                                "-o", plan, "--memory-report-json", memory],
+                               check=True, capture_output=True, text=True)
+                subprocess.run([os.path.join(args.bin, "fsdp-run"), plan, "--model", model,
+                                "--data", data, "--nproc", str(w), "--metrics", metrics,
+                                "--memory-timeline", timeline],
+                               check=True, capture_output=True, text=True)
+            except subprocess.CalledProcessError as e:
+                print(f"| {name} | {os.path.basename(e.cmd[0])} failed: "
+                      f"{e.stderr.strip().splitlines()[-1] if e.stderr.strip() else e.returncode} |"
+                      " | | | |", flush=True)
+                continue
+            bad = check_memory(plan, memory, timeline, metrics)
+            with open(memory) as f:
+                predicted = json.load(f)["peak_bytes"]
+            with open(metrics) as f:
+                summary = [json.loads(line) for line in f][-1]
+            measured, allocator = summary["peak_bytes"], summary.get("allocator_peak_bytes")
+            excess = "n/a" if allocator is None else f"{100 * (allocator / measured - 1):+.0f}%"
+            print(f"| {name} | {mb(predicted)} | {mb(measured)} | "
+                  f"{'yes' if not bad else 'NO: ' + bad[0]} | {mb(allocator)} | {excess} |",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
