@@ -296,7 +296,7 @@ bool isPreservingCopy(StringRef name) {
   static const llvm::StringSet<> ops = {
       "aten::clone", "aten::_to_copy", "aten::empty_like", "aten::zeros_like",
       "aten::ones_like", "aten::full_like", "aten::rand_like",
-      "aten::randn_like", "aten::bernoulli"};
+      "aten::randn_like"};
   return ops.contains(name);
 }
 
@@ -561,7 +561,7 @@ LogicalResult Simulation::call(aten::CallOp op) {
     // Ops that share their input's storage when they can.
     if (name == "aten::contiguous") {
       if (isContiguous(*in))
-        aliasResult(r, *in, /*view=*/false); // the input itself
+        aliasResult(r, *in, views.contains(self)); // the input itself
       else
         freshResult(r, contiguous(shape));
       continue;
@@ -575,7 +575,8 @@ LogicalResult Simulation::call(aten::CallOp op) {
                         wrapDim(*intArg(op, 2), in->sizes.size()) &&
                     !in->sizes.empty();
       if (std::optional<Dims> strides = viewStrides(*in, shape))
-        aliasResult(r, Layout{shape, *strides}, /*view=*/!itself);
+        aliasResult(r, Layout{shape, *strides},
+                    !itself || views.contains(self));
       else
         freshResult(r, contiguous(shape));
       continue;
@@ -590,7 +591,7 @@ LogicalResult Simulation::call(aten::CallOp op) {
                       cast<RankedTensorType>(op.getResult(r).getType())
                           .getElementType();
       if (sameType && !boolArg(op, copyArg, false))
-        aliasResult(r, *in, /*view=*/false);
+        aliasResult(r, *in, views.contains(self));
       else
         freshResult(r, preservedLayout(*in));
       continue;
@@ -601,7 +602,7 @@ LogicalResult Simulation::call(aten::CallOp op) {
       // On the CPU, an identity dropout returns its input.
       std::optional<double> p = floatArg(op, 1);
       if (!boolArg(op, 2, true) || (p && *p == 0.0) || numel(in->sizes) == 0)
-        aliasResult(r, *in, /*view=*/false);
+        aliasResult(r, *in, views.contains(self));
       else
         freshResult(r, preservedLayout(*in));
       continue;
@@ -628,7 +629,7 @@ LogicalResult Simulation::call(aten::CallOp op) {
           // The result's dims: moved ones at their destinations, the
           // others in order.
           SmallVector<int64_t> src, dst;
-          if (auto s = intArg(op, 1)) {
+          if (auto s = intArg(op, 1); s && intArg(op, 2)) {
             src.push_back(wrapDim(*s, rank));
             dst.push_back(wrapDim(*intArg(op, 2), rank));
           } else if (auto sa = dyn_cast<ArrayAttr>(op.getArgs()[1])) {
@@ -726,9 +727,15 @@ LogicalResult Simulation::call(aten::CallOp op) {
       if (layout.strides.size() != shape.size())
         layout = viewed(r);
       // Views keep their base alive (autograd's view metadata), so their
-      // storage is never written in place; detach's is not such a view.
-      aliasResult(r, std::move(layout),
-                  name != "aten::detach" && name != "aten::lift_fresh");
+      // storage is never written in place. detach's and the "unsafe" ops'
+      // results share the storage without that metadata: they are views
+      // only where their input is one.
+      bool untracked = name == "aten::detach" || name == "aten::lift_fresh" ||
+                       name == "aten::_unsafe_view" ||
+                       name == "aten::unsafe_split" ||
+                       name == "aten::unsafe_split_with_sizes" ||
+                       name == "aten::unsafe_chunk";
+      aliasResult(r, std::move(layout), !untracked || views.contains(self));
       continue;
     }
     // Losses that reduce their pointwise result in its own buffer: the
@@ -739,7 +746,15 @@ LogicalResult Simulation::call(aten::CallOp op) {
         intArg(op, op.getArgs().size() - (name == "aten::smooth_l1_loss" ? 2 : 1))
                 .value_or(0) != 0) {
       Value result = op.getResult(r);
-      int64_t unreduced = numel(in->sizes) *
+      // The unreduced loss has the broadcast shape of self and target.
+      Dims target(cast<RankedTensorType>(op.getOperand(1).getType()).getShape());
+      Dims broadcast = in->sizes.size() >= target.size() ? in->sizes : target;
+      const Dims &other = in->sizes.size() >= target.size() ? target : in->sizes;
+      for (size_t d = 0; d < other.size(); ++d) {
+        int64_t &b = broadcast[broadcast.size() - other.size() + d];
+        b = std::max(b, other[d]);
+      }
+      int64_t unreduced = numel(broadcast) *
                           elementBytes(cast<RankedTensorType>(result.getType())
                                            .getElementType());
       define(result, fresh(unreduced, categoryOf(op, result)),
@@ -942,6 +957,7 @@ FailureOr<MemoryPrediction> Simulation::run() {
                fresh(padded * elementBytes(type.getElementType()),
                      MemoryCategory::Gradients),
                contiguous(type.getShape()));
+        views.insert(wait.getResult());
       } else {
         // The sum of the received chunks.
         define(wait.getResult(),

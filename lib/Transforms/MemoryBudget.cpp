@@ -1,6 +1,7 @@
 //===- MemoryBudget.cpp - units chosen to fit a memory budget --------------===//
 
 #include "fsdp/Transforms/MemoryBudget.h"
+#include "fsdp/Transforms/Report.h"
 
 #include "fsdp/Analysis/MemoryModel.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
@@ -9,7 +10,6 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/Support/Format.h"
 
 #include <set>
 
@@ -41,20 +41,6 @@ std::optional<int64_t> fsdp::parseByteSize(StringRef text) {
       return static_cast<int64_t>(bytes);
     }
   return std::nullopt;
-}
-
-std::string fsdp::formatBytes(int64_t bytes) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  if (bytes >= (int64_t(1) << 30))
-    os << llvm::format("%.2f GiB", bytes / double(int64_t(1) << 30));
-  else if (bytes >= (1 << 20))
-    os << llvm::format("%.2f MiB", bytes / double(1 << 20));
-  else if (bytes >= (1 << 10))
-    os << llvm::format("%.2f KiB", bytes / double(1 << 10));
-  else
-    os << bytes << " B";
-  return text;
 }
 
 /// The parameter counts of the module's subtrees (every prefix of every

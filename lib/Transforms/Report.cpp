@@ -26,10 +26,12 @@ static int64_t bytesOf(Type type) {
          ((shaped.getElementTypeBitWidth() + 7) / 8);
 }
 
-static std::string humanBytes(int64_t bytes) {
+std::string fsdp::formatBytes(int64_t bytes) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  if (bytes >= (1 << 20))
+  if (bytes >= (int64_t(1) << 30))
+    os << llvm::format("%.2f GiB", bytes / double(int64_t(1) << 30));
+  else if (bytes >= (1 << 20))
     os << llvm::format("%.2f MiB", bytes / double(1 << 20));
   else if (bytes >= (1 << 10))
     os << llvm::format("%.2f KiB", bytes / double(1 << 10));
@@ -121,7 +123,7 @@ void fsdp::printFSDPReport(ModuleOp module, raw_ostream &os) {
     fullOptim += optim;
   }
   if (replicated)
-    os << "not sharded (ignored or never updated): " << humanBytes(replicated)
+    os << "not sharded (ignored or never updated): " << formatBytes(replicated)
        << " of parameters on every rank\n";
   if (wholeUnits)
     os << "parameters whole on every rank (" << strategy
@@ -129,8 +131,8 @@ void fsdp::printFSDPReport(ModuleOp module, raw_ostream &os) {
        << "optimizer state sharded\n";
   os << llvm::format("%-20s %16s %16s\n", "per rank", "sharded", "unsharded");
   auto row = [&](const char *what, int64_t sharded, int64_t full) {
-    os << llvm::format("%-20s %16s %16s\n", what, humanBytes(sharded).c_str(),
-                       humanBytes(full).c_str());
+    os << llvm::format("%-20s %16s %16s\n", what, formatBytes(sharded).c_str(),
+                       formatBytes(full).c_str());
   };
   row("parameters", shardedParams, fullParams);
   row("gradients", shardedGrads, fullGrads);
@@ -242,7 +244,7 @@ LogicalResult fsdp::printMemoryReport(ModuleOp module, StringRef entry,
   auto world = module->getAttrOfType<IntegerAttr>("fsdp.world_size");
   os << "memory: one rank of " << (world ? world.getInt() : 1)
      << ", one step (bytes of live tensor storages, as fsdp-run counts them)\n";
-  os << "peak " << humanBytes(p.peakBytes) << " (" << p.peakBytes
+  os << "peak " << formatBytes(p.peakBytes) << " (" << p.peakBytes
      << " bytes) during instruction #" << p.peakInstruction << " ("
      << report->peakOp;
   if (!report->peakModule.empty())
@@ -250,8 +252,8 @@ LogicalResult fsdp::printMemoryReport(ModuleOp module, StringRef entry,
   os << ", " << report->peakPhase << ")\n";
   for (size_t c = 0; c < kNumMemoryCategories; ++c)
     os << llvm::format("  %-22s", memoryCategoryName(MemoryCategory(c)).str().c_str())
-       << humanBytes(p.breakdown[c]) << "\n";
-  os << "before the step (state and batch): " << humanBytes(p.startBytes)
+       << formatBytes(p.breakdown[c]) << "\n";
+  os << "before the step (state and batch): " << formatBytes(p.startBytes)
      << "\n";
   if (!p.units.empty()) {
     os << "peak while a unit's parameters are gathered:\n";
@@ -259,7 +261,7 @@ LogicalResult fsdp::printMemoryReport(ModuleOp module, StringRef entry,
       std::string path = report->unitModules.lookup(u.unit);
       os << "  " << (path.empty() ? "(root)" : path) << " "
          << (u.phase == Phase::Forward ? "forward" : "backward") << " "
-         << humanBytes(u.peakBytes) << " (instructions #" << u.start << "-#"
+         << formatBytes(u.peakBytes) << " (instructions #" << u.start << "-#"
          << u.end << ")\n";
     }
   }

@@ -38,9 +38,6 @@ chooseWrappingUnderBudget(mlir::ModuleOp module,
 /// (powers of 1024) or KB, MB, GB, TB (powers of 1000).
 std::optional<int64_t> parseByteSize(llvm::StringRef text);
 
-/// Bytes as a person reads them ("1.50 MiB").
-std::string formatBytes(int64_t bytes);
-
 } // namespace fsdp
 
 #endif // FSDP_TRANSFORMS_MEMORYBUDGET_H

@@ -5,7 +5,12 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <string>
+
 namespace fsdp {
+
+/// Bytes as a person reads them ("1.50 MiB", "12.00 KiB", "512 B").
+std::string formatBytes(int64_t bytes);
 
 /// Prints the FSDP units of a sharded module (module, parameter count,
 /// padded size, shard) and the bytes of sharded state a rank holds
