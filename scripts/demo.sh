@@ -23,7 +23,8 @@ echo
 echo "== fsdp-opt: loss, backward, AdamW, sharded over $RANKS ranks =="
 build/bin/fsdp-opt demo/gpt.pt --loss cross_entropy --optimizer adamw --lr 0.01 \
   --world-size $RANKS --sharding FULL_SHARD --auto-wrap class --wrap-class GPTBlock \
-  --fsdp-report --emit plan -o demo/gpt.plan
+  --fsdp-report --memory-report --memory-report-json demo/gpt.memory.json \
+  --emit plan -o demo/gpt.plan
 build/bin/fsdp-opt demo/gpt.pt --loss cross_entropy --optimizer adamw --lr 0.01 \
   --world-size $RANKS --sharding FULL_SHARD --auto-wrap class --wrap-class GPTBlock \
   -o demo/gpt.mlir
@@ -35,6 +36,9 @@ echo
 echo "== fsdp-run on $RANKS local ranks (Gloo) =="
 build/bin/fsdp-run demo/gpt.plan --model demo/gpt.pt --data demo/gpt-batches.pt \
   --nproc $RANKS --threads 1 --metrics demo/gpt-metrics.jsonl --save demo/gpt-final.pt
+$PY -c "import json; p = json.load(open('demo/gpt.memory.json'))['peak_bytes']; \
+m = [json.loads(l) for l in open('demo/gpt-metrics.jsonl')][-1]['peak_bytes']; \
+print(f'peak per rank: predicted {p} bytes, measured {m} bytes')"
 
 echo
 echo "== The same 5 steps as $RANKS data-parallel ranks in eager PyTorch (torch.optim.AdamW) =="
