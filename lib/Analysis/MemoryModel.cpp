@@ -306,10 +306,6 @@ int64_t elementBytes(Type type) {
   return (type.getIntOrFloatBitWidth() + 7) / 8;
 }
 
-int64_t bytesOf(Type type) {
-  auto tensor = cast<RankedTensorType>(type);
-  return tensor.getNumElements() * elementBytes(tensor.getElementType());
-}
 
 std::optional<int64_t> intArg(aten::CallOp call, size_t index) {
   if (index >= call.getArgs().size())
@@ -375,7 +371,7 @@ private:
   void release(Value value);
   int groupSize(CommGroup group) const;
   MemoryCategory categoryOf(Operation *op, Value result) const;
-  LogicalResult call(aten::CallOp op);
+  void call(aten::CallOp op);
   void collective(Operation *op);
 
   ModuleOp module;
@@ -460,7 +456,7 @@ MemoryCategory Simulation::categoryOf(Operation *op, Value result) const {
 /// The results of a call: each shares an operand's storage (a view, or an
 /// op that returns its input when it can) or has a storage of its own, laid
 /// out as ATen lays it out.
-LogicalResult Simulation::call(aten::CallOp op) {
+void Simulation::call(aten::CallOp op) {
   StringRef name = op.getOpName();
   StringRef overload = op.getOverload();
   unsigned numSchema = op.getNumSchemaResults();
@@ -494,7 +490,7 @@ LogicalResult Simulation::call(aten::CallOp op) {
         written.push_back({storage, layout});
       } else {
         Value result = op.getResult(numSchema + written.size());
-        int copy = fresh(bytesOf(arg.getType()), categoryOf(op, result));
+        int copy = fresh(tensorBytes(arg.getType()), categoryOf(op, result));
         written.push_back({copy, preservedLayout(layout)});
       }
     }
@@ -505,7 +501,7 @@ LogicalResult Simulation::call(aten::CallOp op) {
   };
   auto freshResult = [&](unsigned r, Layout layout) {
     Value result = op.getResult(r);
-    define(result, fresh(bytesOf(result.getType()), categoryOf(op, result)),
+    define(result, fresh(tensorBytes(result.getType()), categoryOf(op, result)),
            std::move(layout));
   };
   auto aliasResult = [&](unsigned r, Layout layout, bool view = true) {
@@ -608,8 +604,7 @@ LogicalResult Simulation::call(aten::CallOp op) {
       continue;
     }
     // View ops: always the input's storage.
-    if (aten::mayAlias(overload) || name == "aten::_unsafe_view" ||
-        name == "aten::_reshape_alias" || name == "aten::lift_fresh") {
+    if (aten::mayAlias(overload)) {
       Layout layout;
       if (name == "aten::t" || name == "aten::transpose" ||
           name == "aten::swapaxes" || name == "aten::swapdims" ||
@@ -788,7 +783,6 @@ LogicalResult Simulation::call(aten::CallOp op) {
   }
   for (auto [k, w] : llvm::enumerate(written))
     define(op.getResult(numSchema + k), w.first, w.second);
-  return success();
 }
 
 /// What a collective holds from its start to its wait, as the runtime's
@@ -803,10 +797,10 @@ void Simulation::collective(Operation *op) {
   if (isa<AllGatherStartOp>(op)) {
     // Its output buffer (a copy of the shard on a single rank).
     buffers.push_back(
-        fresh(bytesOf(resultType), MemoryCategory::GatheredParameters));
+        fresh(tensorBytes(resultType), MemoryCategory::GatheredParameters));
     returnsHeld[future] = true;
   } else if (auto scatter = dyn_cast<ReduceScatterStartOp>(op)) {
-    int64_t full = bytesOf(scatter.getInput().getType());
+    int64_t full = tensorBytes(scatter.getInput().getType());
     int n = groupSize(scatter.getGroup());
     bool overWorld = scatter.getAcross() && shardGroupSize != worldSize;
     if (overWorld) {
@@ -826,7 +820,7 @@ void Simulation::collective(Operation *op) {
     }
   } else if (auto reduce = dyn_cast<AllReduceStartOp>(op)) {
     auto type = cast<RankedTensorType>(reduce.getInput().getType());
-    int64_t bytes = bytesOf(type);
+    int64_t bytes = tensorBytes(type);
     int n = groupSize(reduce.getGroup());
     if (n == 1) {
       buffers.push_back(fresh(bytes, MemoryCategory::Gradients));
@@ -866,7 +860,7 @@ FailureOr<MemoryPrediction> Simulation::run() {
       lastUse[operand] = &op;
     if (auto update = dyn_cast<UpdateOp>(op))
       roles[update.getValue()] = MemoryCategory::State;
-    else if (isa<ReduceScatterStartOp, AllReduceStartOp, GradOp>(op))
+    else if (isa<ReduceScatterStartOp, AllReduceStartOp>(op))
       roles.try_emplace(op.getOperand(0), MemoryCategory::Gradients);
   }
 
@@ -877,7 +871,7 @@ FailureOr<MemoryPrediction> Simulation::run() {
     for (Attribute ref : flat.getParams())
       flatMembers.insert(cast<FlatSymbolRefAttr>(ref).getAttr());
   auto declare = [&](StringRef name, Type type) {
-    int storage = fresh(bytesOf(type), MemoryCategory::State);
+    int storage = fresh(tensorBytes(type), MemoryCategory::State);
     count(storage);
     state[name] = storage;
   };
@@ -896,7 +890,7 @@ FailureOr<MemoryPrediction> Simulation::run() {
   // The batch: a copy of this step's entry of the data.
   for (BlockArgument arg : body.getArguments()) {
     auto type = cast<RankedTensorType>(arg.getType());
-    define(arg, fresh(bytesOf(type), MemoryCategory::Inputs, /*pinned=*/true),
+    define(arg, fresh(tensorBytes(type), MemoryCategory::Inputs, /*pinned=*/true),
            contiguous(type.getShape()));
   }
   out.startBytes = live;
@@ -933,12 +927,11 @@ FailureOr<MemoryPrediction> Simulation::run() {
     } else if (auto constant = dyn_cast<aten::ConstantOp>(op)) {
       auto type = cast<RankedTensorType>(constant.getType());
       define(constant.getResult(),
-             fresh(bytesOf(type), categoryOf(&op, constant.getResult()),
+             fresh(tensorBytes(type), categoryOf(&op, constant.getResult()),
                    /*pinned=*/true),
              contiguous(type.getShape()));
     } else if (auto c = dyn_cast<aten::CallOp>(op)) {
-      if (failed(call(c)))
-        return failure();
+      call(c);
     } else if (isa<CollectiveStartOp>(op)) {
       collective(&op);
     } else if (auto wait = dyn_cast<WaitOp>(op)) {
@@ -961,7 +954,7 @@ FailureOr<MemoryPrediction> Simulation::run() {
       } else {
         // The sum of the received chunks.
         define(wait.getResult(),
-               fresh(bytesOf(type), MemoryCategory::Gradients),
+               fresh(tensorBytes(type), MemoryCategory::Gradients),
                contiguous(type.getShape()));
       }
     } else if (auto view = dyn_cast<ViewOp>(op)) {
@@ -1010,4 +1003,9 @@ FailureOr<MemoryPrediction> Simulation::run() {
 FailureOr<MemoryPrediction> fsdp::predictMemory(ModuleOp module,
                                                 func::FuncOp step) {
   return Simulation(module, step).run();
+}
+
+int64_t fsdp::tensorBytes(Type type) {
+  auto tensor = cast<ShapedType>(type);
+  return tensor.getNumElements() * elementBytes(tensor.getElementType());
 }

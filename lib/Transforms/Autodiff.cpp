@@ -23,15 +23,14 @@ namespace fsdp {
 using namespace mlir;
 using namespace fsdp;
 
-/// The overload and the module it runs in, for messages:
-/// `aten::lstm.input in module 'rnn' (torch.nn.modules.rnn.LSTM)`. The
+/// The module an op runs in, for messages: `'rnn'
+/// (torch.nn.modules.rnn.LSTM)`, or "" where its location names none. The
 /// module is the innermost name in the op's location (the importer's scope),
 /// its class from the module tree the importer recorded.
-std::string fsdp::describeCall(aten::CallOp call) {
-  std::string text = call.getOverload().str();
+std::string fsdp::describeModule(Operation *op) {
   std::string path;
   bool named = false;
-  call.getLoc()->walk([&](Location inner) {
+  op->getLoc()->walk([&](Location inner) {
     if (auto name = dyn_cast<NameLoc>(inner); name && !named) {
       path = name.getName().str();
       named = true;
@@ -39,9 +38,9 @@ std::string fsdp::describeCall(aten::CallOp call) {
     return WalkResult::advance();
   });
   if (!named)
-    return text;
-  text += " in module '" + path + "'";
-  auto top = call->getParentOfType<ModuleOp>();
+    return "";
+  std::string text = "'" + path + "'";
+  auto top = op->getParentOfType<ModuleOp>();
   if (auto modules = top ? top->getAttrOfType<ArrayAttr>("fsdp.modules")
                          : ArrayAttr())
     for (Attribute entry : modules) {
@@ -54,6 +53,12 @@ std::string fsdp::describeCall(aten::CallOp call) {
       }
     }
   return text;
+}
+
+std::string fsdp::describeCall(aten::CallOp call) {
+  std::string module = describeModule(call);
+  return call.getOverload().str() +
+         (module.empty() ? "" : " in module " + module);
 }
 
 namespace {

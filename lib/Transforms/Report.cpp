@@ -20,11 +20,6 @@ namespace fsdp {
 using namespace mlir;
 using namespace fsdp;
 
-static int64_t bytesOf(Type type) {
-  auto shaped = cast<ShapedType>(type);
-  return shaped.getNumElements() *
-         ((shaped.getElementTypeBitWidth() + 7) / 8);
-}
 
 std::string fsdp::formatBytes(int64_t bytes) {
   std::string text;
@@ -57,9 +52,9 @@ void fsdp::printFSDPReport(ModuleOp module, raw_ostream &os) {
   int64_t sharedOptim = 0;
   for (OptimStateOp state : module.getOps<OptimStateOp>()) {
     if (auto param = state.getParamAttr())
-      optimBytes[param.getAttr()] += bytesOf(state.getType());
+      optimBytes[param.getAttr()] += tensorBytes(state.getType());
     else
-      sharedOptim += bytesOf(state.getType());
+      sharedOptim += tensorBytes(state.getType());
   }
   // A gradient exists where the optimizer keeps state or updates: count a
   // gradient for every flat parameter and every updated parameter.
@@ -91,15 +86,15 @@ void fsdp::printFSDPReport(ModuleOp module, raw_ostream &os) {
                        (long long)flat.getNumel(),
                        (long long)flat.getPaddedNumel(),
                        (long long)flat.getShardNumel());
-    int64_t shard = bytesOf(flat.getShardType());
+    int64_t shard = tensorBytes(flat.getShardType());
     int64_t elem = shard / std::max<int64_t>(1, flat.getShardNumel());
     int64_t full = int64_t(flat.getNumel()) * elem;
     int64_t optim = optimBytes.lookup(flat.getSymNameAttr());
     int64_t perElement = flat.getShardNumel() ? optim / shard : 0;
-    shardedParams += bytesOf(flat.getStateType());
+    shardedParams += tensorBytes(flat.getStateType());
     wholeUnits += flat.getReplicated();
     shardedGrads += wholeGrads.contains(flat.getSymNameAttr())
-                        ? bytesOf(flat.getFullType())
+                        ? tensorBytes(flat.getFullType())
                         : shard;
     shardedOptim += optim;
     fullParams += full;
@@ -110,7 +105,7 @@ void fsdp::printFSDPReport(ModuleOp module, raw_ostream &os) {
   for (ParamOp param : module.getOps<ParamOp>()) {
     if (members.contains(param.getSymNameAttr()))
       continue;
-    int64_t bytes = bytesOf(param.getType());
+    int64_t bytes = tensorBytes(param.getType());
     replicated += bytes;
     shardedParams += bytes;
     fullParams += bytes;
@@ -217,16 +212,13 @@ static FailureOr<MemoryReport> predict(ModuleOp module, StringRef entry) {
   if (Operation *op = report.prediction.peakOp) {
     if (auto call = dyn_cast<aten::CallOp>(op)) {
       report.peakOp = call.getOverload().str();
-      std::string described = describeCall(call);
-      StringRef rest = StringRef(described).drop_front(report.peakOp.size());
-      if (rest.consume_front(" in module "))
-        report.peakModule = rest.str();
+      report.peakModule = describeModule(call);
     } else {
       report.peakOp = op->getName().getStringRef().str();
     }
     StepOrder order(func.getBody().front());
     report.peakPhase =
-        order.phase(op) == Phase::Forward ? "forward" : "backward";
+        phaseName(order.phase(op)).str();
   } else {
     report.peakPhase = "before the step";
   }
@@ -260,7 +252,7 @@ LogicalResult fsdp::printMemoryReport(ModuleOp module, StringRef entry,
     for (const MemoryPrediction::Unit &u : p.units) {
       std::string path = report->unitModules.lookup(u.unit);
       os << "  " << (path.empty() ? "(root)" : path) << " "
-         << (u.phase == Phase::Forward ? "forward" : "backward") << " "
+         << phaseName(u.phase) << " "
          << formatBytes(u.peakBytes) << " (instructions #" << u.start << "-#"
          << u.end << ")\n";
     }
@@ -282,7 +274,7 @@ LogicalResult fsdp::writeMemoryReportJSON(ModuleOp module, StringRef entry,
     units.push_back(llvm::json::Object{
         {"unit", u.unit},
         {"module", report->unitModules.lookup(u.unit)},
-        {"phase", u.phase == Phase::Forward ? "forward" : "backward"},
+        {"phase", phaseName(u.phase)},
         {"first_instruction", u.start},
         {"last_instruction", u.end},
         {"peak_bytes", u.peakBytes}});

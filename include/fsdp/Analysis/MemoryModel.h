@@ -60,6 +60,10 @@ enum class MemoryCategory {
 constexpr size_t kNumMemoryCategories = 7;
 llvm::StringRef memoryCategoryName(MemoryCategory category);
 
+/// The bytes of a tensor type's storage: elements times their size (an i1,
+/// a bool, takes a byte).
+int64_t tensorBytes(mlir::Type type);
+
 /// The predicted memory of one rank during one step.
 struct MemoryPrediction {
   /// The most bytes live at any moment of the step, and where: the

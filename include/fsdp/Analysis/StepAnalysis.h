@@ -24,6 +24,11 @@ namespace fsdp {
 /// backward and the optimizer's updates, which follow the gradients).
 enum class Phase { Forward, Backward };
 
+/// "forward" or "backward", for reports.
+inline llvm::StringRef phaseName(Phase phase) {
+  return phase == Phase::Forward ? "forward" : "backward";
+}
+
 /// Positions of the ops of a step's body, and its phases. Positions are
 /// those of the body when the analysis was built (or last recomputed): a
 /// pass that moves ops calls recompute() before asking again.

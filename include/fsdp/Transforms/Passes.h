@@ -147,6 +147,10 @@ void buildShardedStepPipeline(mlir::OpPassManager &pm,
 /// Registers the passes and the named pipelines.
 void registerTransformsPassesAndPipelines();
 
+/// The module an op runs in, for messages: `'rnn'
+/// (torch.nn.modules.rnn.LSTM)`, or "" where its location names none.
+std::string describeModule(mlir::Operation *op);
+
 /// The overload and the module a call runs in, for messages:
 /// `aten::lstm.input in module 'rnn' (torch.nn.modules.rnn.LSTM)`.
 std::string describeCall(aten::CallOp call);
