@@ -7,8 +7,20 @@ traces (or, with method="script", scripts) the module in training mode and
 stores the inputs' static types in the archive's extra file `fsdp_meta.json`,
 so that `fsdp-opt model.pt` needs no `--input` flags. Runs with any torch
 that has torch.jit (1.13 and 2.x).
+
+A model too large for this machine is saved without weights:
+
+    with fsdp_export.empty_init():          # or torch 2.x's torch.device("meta")
+        model = GPT(n_layer=32, d_model=4096)
+    fsdp_export.save(model, "gpt7b.pt", {"idx": torch.zeros(1, 2048, dtype=torch.long)},
+                     weights=False)
+
+The archive records every parameter's and buffer's shape and dtype and no
+values (a few hundred KB): `fsdp-opt` compiles it and `--memory-report`
+predicts each rank's memory; `fsdp-run` refuses to train it.
 """
 
+import contextlib
 import json
 
 import torch
@@ -42,7 +54,58 @@ def non_persistent_buffers(module):
     return names
 
 
-def save(module, path, inputs, method="trace", targets=None, store_specs=True):
+@contextlib.contextmanager
+def empty_init():
+    """Within it, modules are built without materialising their parameters:
+    every parameter a module registers moves to the meta device (its shape
+    and dtype, no values), so initialisers cost nothing. Ties made by
+    assignment (`head.weight = embed.weight`) are kept. Works with torch 1.13,
+    which has no `torch.device("meta")` context; buffers stay as created."""
+    register = torch.nn.Module.register_parameter
+
+    def register_on_meta(module, name, param):
+        register(module, name, param)
+        if param is not None and param.device.type != "meta":
+            module._parameters[name] = torch.nn.Parameter(
+                param.to("meta"), requires_grad=param.requires_grad)
+
+    torch.nn.Module.register_parameter = register_on_meta
+    try:
+        yield
+    finally:
+        torch.nn.Module.register_parameter = register
+
+
+def _placeholder(tensor):
+    """A tensor with `tensor`'s shape and dtype that stores one element."""
+    stub = torch.zeros((), dtype=tensor.dtype).expand(tensor.shape).detach()
+    return stub.requires_grad_(tensor.requires_grad)
+
+
+def _strip_values(scripted):
+    """Replaces every parameter and buffer of `scripted` by a placeholder
+    (tied tensors by one placeholder), and the meta device constants that
+    tracing on meta recorded by the CPU."""
+    made = {}
+    for _, sub in scripted.named_modules():
+        named = list(sub.named_parameters(recurse=False)) + \
+            list(sub.named_buffers(recurse=False))
+        for name, t in named:
+            key = id(t)
+            if key not in made:
+                made[key] = (t, _placeholder(t))
+            sub._c.setattr(name, made[key][1])
+        try:
+            graph = sub._c._get_method("forward").graph
+        except RuntimeError:  # a container without forward
+            continue
+        for node in graph.findAllNodes("prim::Constant"):
+            if node.output().type().kind() == "DeviceObjType" and node.s("value") == "meta":
+                node.s_("value", "cpu")
+
+
+def save(module, path, inputs, method="trace", targets=None, store_specs=True,
+         weights=True):
     """Trace or script `module` in training mode and save it to `path`.
 
     `inputs` maps each forward argument's name to an example tensor, in the
@@ -50,14 +113,26 @@ def save(module, path, inputs, method="trace", targets=None, store_specs=True):
     example tensors, recorded for the training-step compiler. With
     store_specs=False the archive is plain TorchScript (fsdp-opt then needs
     --input flags).
+
+    With weights=False the archive keeps every parameter's and buffer's shape
+    and dtype but no values: `module` (its parameters may be on the meta
+    device, see empty_init) moves to the meta device and is traced there, so
+    nothing is computed or materialised. Such an archive compiles and its
+    memory can be predicted; it cannot be trained.
     """
     module.train()
+    example = tuple(inputs.values())
+    if not weights:
+        module.to("meta")
+        example = tuple(v.to("meta") for v in example)
     if method == "trace":
-        scripted = torch.jit.trace(module, tuple(inputs.values()), check_trace=False)
+        scripted = torch.jit.trace(module, example, check_trace=False)
     elif method == "script":
         scripted = torch.jit.script(module)
     else:
         raise ValueError(f"method must be 'trace' or 'script', not {method!r}")
+    if not weights:
+        _strip_values(scripted)
     meta = {
         "version": 1,
         "inputs": [spec(k, v) for k, v in inputs.items()],
@@ -65,6 +140,8 @@ def save(module, path, inputs, method="trace", targets=None, store_specs=True):
         # TorchScript forgets `persistent=False`; a checkpoint must leave
         # these buffers out for load_state_dict to accept it.
         "non_persistent_buffers": non_persistent_buffers(module),
+        # False: shapes and dtypes only (fsdp-run refuses to train it).
+        "weights": bool(weights),
     }
     extra = {META_FILE: json.dumps(meta)} if store_specs else {}
     torch.jit.save(scripted, path, _extra_files=extra)

@@ -134,6 +134,27 @@ void fsdp::printFSDPReport(ModuleOp module, raw_ostream &os) {
   row("optimizer state", shardedOptim, fullOptim);
   row("total", shardedParams + shardedGrads + shardedOptim,
       fullParams + fullGrads + fullOptim);
+  printValuesRead(module, os);
+}
+
+void fsdp::printValuesRead(ModuleOp module, raw_ostream &os) {
+  auto read = module->getAttrOfType<ArrayAttr>(kValuesReadAttr);
+  if (!read)
+    return;
+  int64_t total = 0;
+  std::string names;
+  for (Attribute pair : read) {
+    auto parts = cast<ArrayAttr>(pair);
+    total += cast<IntegerAttr>(parts[1]).getInt();
+    names += (names.empty() ? "" : ", ") +
+             cast<StringAttr>(parts[0]).getValue().str();
+  }
+  os << "tensor values read at compile time: ";
+  if (read.empty())
+    os << "none (parameters and buffers are never read)\n";
+  else
+    os << read.size() << " module tensor(s) used as constants, "
+       << formatBytes(total) << " (" << names << ")\n";
 }
 
 void fsdp::printScheduleReport(ModuleOp module, raw_ostream &os) {

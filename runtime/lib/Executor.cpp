@@ -28,6 +28,12 @@ using nlohmann::json;
 State loadState(const Plan &plan, const std::string &modelPath,
                 int shardRank, int64_t *bytesRead) {
   ModelArchive archive(modelPath);
+  if (!archive.hasWeights())
+    throw Error("model '" + modelPath +
+                "' was saved without weights (fsdp_export.save(..., "
+                "weights=False)): a plan can be compiled from it and its "
+                "memory predicted, but training needs the model saved with "
+                "its weights");
   // Tensors the archive does not find (ModelArchive says which) come from
   // loading the whole module, once.
   std::optional<std::map<std::string, at::Tensor>> module;

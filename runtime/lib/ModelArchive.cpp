@@ -4,6 +4,7 @@
 #include "fsdp/runtime/Plan.h"
 
 #include <ATen/ATen.h>
+#include <caffe2/serialize/file_adapter.h>
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/api/compilation_unit.h>
 #include <torch/csrc/jit/serialization/unpickler.h>
@@ -38,6 +39,54 @@ uint32_t littleEndian(const unsigned char *p, int bytes) {
   return v;
 }
 
+/// The record a storage that was not read stands for; empty when it was
+/// read.
+std::string unreadRecord(const at::Tensor &t) {
+  auto *record =
+      static_cast<UnreadRecord *>(t.storage().data_ptr().get_context());
+  return record ? record->name : std::string();
+}
+
+/// A file read as it is, except byte ranges that are left unread: a read
+/// that covers them leaves those bytes of its buffer as they were.
+class SkippingReader : public caffe2::serialize::ReadAdapterInterface {
+public:
+  using Range = std::pair<uint64_t, uint64_t>; // [begin, end)
+  SkippingReader(const std::string &path, std::vector<Range> skip)
+      : file_(path), skip_(std::move(skip)) {
+    std::sort(skip_.begin(), skip_.end());
+  }
+  size_t size() const override { return file_.size(); }
+  size_t read(uint64_t pos, void *buf, size_t n,
+              const char *what) const override {
+    size_t done = 0;
+    while (done < n) {
+      uint64_t at = pos + done;
+      // The first skipped range that ends after `at`.
+      auto range = std::upper_bound(
+          skip_.begin(), skip_.end(), at,
+          [](uint64_t p, const Range &r) { return p < r.second; });
+      if (range != skip_.end() && range->first <= at) {
+        done += std::min<uint64_t>(n - done, range->second - at);
+        continue;
+      }
+      uint64_t limit = pos + n;
+      if (range != skip_.end())
+        limit = std::min(limit, range->first);
+      size_t want = limit - at;
+      size_t got = file_.read(at, static_cast<char *>(buf) + done, want, what);
+      done += got;
+      if (got < want)
+        break;
+    }
+    return done;
+  }
+
+private:
+  caffe2::serialize::FileAdapter file_;
+  std::vector<Range> skip_;
+};
+
 } // namespace
 
 int64_t ModelArchive::Entry::numel() const {
@@ -67,7 +116,25 @@ ModelArchive::ModelArchive(const std::string &path) : path_(path) {
     // Not something this reading understands: nothing is found, and the
     // caller loads the module (which says what is wrong, if anything is).
     entries_.clear();
+    skippable_.clear();
   }
+  readMeta();
+}
+
+void ModelArchive::readMeta() {
+  // python/fsdp_export.py's metadata; only its `weights` matters here (the
+  // compiler reads the rest).
+  const char *record = "extra/fsdp_meta.json";
+  if (!reader_->hasRecord(record))
+    return;
+  auto [data, size] = reader_->getRecord(record);
+  nlohmann::json meta = nlohmann::json::parse(
+      static_cast<const char *>(data.get()),
+      static_cast<const char *>(data.get()) + size, nullptr,
+      /*allow_exceptions=*/false);
+  if (meta.is_object() && meta.contains("weights") &&
+      meta["weights"].is_boolean())
+    hasWeights_ = meta["weights"].get<bool>();
 }
 
 void ModelArchive::readPickle() {
@@ -125,6 +192,7 @@ void ModelArchive::readPickle() {
   // the tensors held by modules (objects whose state is a dict of
   // attributes, "training" among them); each object once.
   std::set<const void *> seen;
+  std::set<const c10::TensorImpl *> found;
   std::vector<std::pair<c10::IValue, std::string>> work{{root, ""}};
   while (!work.empty()) {
     auto [value, prefix] = std::move(work.back());
@@ -158,10 +226,8 @@ void ModelArchive::readPickle() {
       entry.strides = t.strides().vec();
       entry.storageOffset = t.storage_offset();
       entry.storageBytes = static_cast<int64_t>(t.storage().nbytes());
-      if (auto *record = static_cast<UnreadRecord *>(
-              t.storage().data_ptr().get_context()))
-        entry.record = record->name;
-      else if (entry.numel() != 0)
+      entry.record = unreadRecord(t);
+      if (entry.record.empty() && entry.numel() != 0)
         continue;
       // The elements must lie inside the storage.
       int64_t capacity = entry.storageBytes /
@@ -179,9 +245,37 @@ void ModelArchive::readPickle() {
         }
       if (entry.numel() != 0 && (!inside || last >= capacity))
         throw Error("tensor '" + name + "' lies outside its storage");
+      found.insert(t.unsafeGetTensorImpl());
+      if (!entry.record.empty())
+        skippable_[entry.record] = entry.storageBytes;
       entries_.emplace(name, std::move(entry));
     }
   }
+  // A record that a tensor found nowhere above also views (in a list, a
+  // tuple, an object with its own __getstate__) is read whatever happens.
+  root.visit([&](const c10::IValue &v) {
+    if (v.isTensor() && !found.count(v.toTensor().unsafeGetTensorImpl()))
+      skippable_.erase(unreadRecord(v.toTensor()));
+    return false;
+  });
+}
+
+std::shared_ptr<caffe2::serialize::ReadAdapterInterface>
+ModelArchive::readerSkippingValues() {
+  std::vector<SkippingReader::Range> skip;
+  skipped_.clear();
+  for (const auto &[record, bytes] : skippable_) {
+    // Only a record stored in place is skipped; any other is read as usual.
+    // Its bytes are the storage's (PyTorch writes a local header that does
+    // not say the size): a longer record has the rest read, and a shorter
+    // one is a corrupt archive that the load then reports.
+    Stored place = stored(record);
+    if (place.offset < 0 || (place.size >= 0 && place.size < bytes))
+      continue;
+    skip.emplace_back(place.offset, place.offset + bytes);
+    skipped_.insert(record);
+  }
+  return std::make_shared<SkippingReader>(path_, std::move(skip));
 }
 
 ModelArchive::~ModelArchive() {

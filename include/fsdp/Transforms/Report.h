@@ -18,6 +18,11 @@ std::string formatBytes(int64_t bytes);
 /// `fsdp-opt --fsdp-report`.
 void printFSDPReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 
+/// Prints which tensor values the importer read from the archive (module
+/// tensors used as constants; never parameters or buffers), part of
+/// printFSDPReport.
+void printValuesRead(mlir::ModuleOp module, llvm::raw_ostream &os);
+
 /// Prints the schedule of `module`'s sharded step as the plan has it: how
 /// many all-gathers start ahead of their wait (prefetched), per phase, and
 /// the most gathered buffers and reductions in flight at once.

@@ -17,6 +17,7 @@
 
 #include "fsdp/Dialect/ATen/IR/ATenDialect.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "fsdp/runtime/ModelArchive.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -189,6 +190,8 @@ private:
                        bool meta, Location loc);
   AbsValue fromIValue(const c10::IValue &value);
   Value stateValue(const std::string &fqn, Location loc);
+  c10::IValue attributeValue(const std::string &fqn, c10::IValue value,
+                             Location loc);
   void flattenOutputs(const AbsValue &abs, Location loc,
                       SmallVectorImpl<Value> &out);
 
@@ -228,6 +231,11 @@ private:
   std::string inputSummary;
   // Buffers registered with persistent=False (fsdp_export.py records them).
   llvm::StringSet<> nonPersistent;
+  // The archive, read without the values of its tensors; the values of
+  // module tensors that are not state, read when the step uses them.
+  std::unique_ptr<fsdp::runtime::ModelArchive> archive;
+  llvm::StringMap<at::Tensor> attributeValues;
+  std::vector<std::pair<std::string, int64_t>> valuesRead;
 };
 
 } // namespace
@@ -426,8 +434,8 @@ void Importer::declareState(const jit::Module &root) {
                      const std::string &name, const at::Tensor &t,
                      bool isParam) {
     std::string fqn = modulePath.empty() ? name : modulePath + "." + name;
-    Key key{t.storage().data(), t.storage_offset(), t.sizes().vec(),
-            t.strides().vec()};
+    Key key{t.storage().unsafeGetStorageImpl(), t.storage_offset(),
+            t.sizes().vec(), t.strides().vec()};
     // Empty tensors have no storage to share: never tied.
     auto [it, inserted] = t.numel() == 0
                               ? std::make_pair(canonical.end(), true)
@@ -781,7 +789,29 @@ void Importer::visitGetAttr(jit::Node *node) {
   }
   // Every other attribute (hyper-parameters, `training`, constants) is a
   // compile-time constant.
-  bind(node->output(), fromIValue(value));
+  bind(node->output(), fromIValue(attributeValue(fqn, std::move(value), loc)));
+}
+
+c10::IValue Importer::attributeValue(const std::string &fqn,
+                                     c10::IValue value, Location loc) {
+  if (!value.isTensor())
+    return value;
+  const fsdp::runtime::ModelArchive::Entry *entry = archive->find(fqn);
+  if (!entry || !archive->valuesSkipped(*entry))
+    return value;
+  // A module tensor that is neither parameter nor buffer, used as a
+  // constant: the one kind of tensor whose values the compiler reads (an
+  // archive saved without weights keeps these).
+  at::Tensor &cached = attributeValues[fqn];
+  if (!cached.defined()) {
+    try {
+      cached = archive->read(*entry);
+    } catch (const std::exception &e) {
+      fail(loc, e.what());
+    }
+    valuesRead.emplace_back(fqn, static_cast<int64_t>(cached.nbytes()));
+  }
+  return cached;
 }
 
 void Importer::visitSetAttr(jit::Node *node) {
@@ -1195,7 +1225,8 @@ shapesFromShapeFunction(const c10::FunctionSchema &schema,
 ///    shape function, where it has one) are small;
 ///  - larger: shapes from the shape function and dtypes from the op run on
 ///    one sample (the first dimension of the inputs that have the batch,
-///    narrowed to 1);
+///    narrowed to 1), or, where there is no sample to take or it is too
+///    large, on inputs with every dimension (but the last) 1, or whole;
 ///  - otherwise an error that says so.
 jit::Stack Importer::typeWithoutMeta(jit::Node *node,
                                      const c10::FunctionSchema &schema,
@@ -1235,7 +1266,10 @@ jit::Stack Importer::typeWithoutMeta(jit::Node *node,
       resultBytes = saturatingAdd(resultBytes, saturatingMul(numelOf(shape), 8));
 
   // Runs the op on the CPU; `batch` > 0: inputs whose first dimension is
-  // `batch` get one sample. Returns the error's first line on failure.
+  // `batch` get one sample; `batch` = kAllOnes: every dimension of every
+  // input is 1, kAllButLast: every one but the last (0 stays 0). Returns the
+  // error's first line on failure.
+  constexpr int64_t kAllOnes = -1, kAllButLast = -2;
   auto runOnCpu = [&](double fill, int64_t batch,
                       std::string &error) -> std::optional<jit::Stack> {
     std::function<c10::IValue(const c10::IValue &, bool)> toCpu =
@@ -1245,6 +1279,9 @@ jit::Stack Importer::typeWithoutMeta(jit::Node *node,
         std::vector<int64_t> sizes = t.sizes().vec();
         if (batch > 0 && !sizes.empty() && sizes[0] == batch)
           sizes[0] = 1;
+        if (batch == kAllOnes || batch == kAllButLast)
+          for (size_t d = 0; d + (batch == kAllButLast) < sizes.size(); ++d)
+            sizes[d] = std::min<int64_t>(sizes[d], 1);
         at::TensorOptions options = t.options().device(at::kCPU);
         if (written)
           return at::full(sizes, fill, options);
@@ -1324,9 +1361,34 @@ jit::Stack Importer::typeWithoutMeta(jit::Node *node,
         saturatingMul(numelOf(shape), 8) /
             (batch > 1 && !shape.empty() && shape[0] == batch ? batch : 1));
   if (batch <= 1 || sampleBytes > kCpuTypingBudget ||
-      inputBytes / batch > kCpuTypingBudget)
+      inputBytes / batch > kCpuTypingBudget) {
+    // No sample to take (a batch of one) or too large a one: the shapes are
+    // the shape function's, and the dtypes those of the op run on inputs
+    // with every dimension 1, or every one but the last (a layer norm's),
+    // where the op takes such inputs: a result's dtype does not depend on
+    // shapes. Otherwise the op runs whole if that fits the budget.
+    for (int64_t probe : {kAllOnes, kAllButLast}) {
+      std::string ignored;
+      std::optional<jit::Stack> ran = runOnCpu(0.0, probe, ignored);
+      std::vector<at::Tensor> results;
+      if (ran)
+        for (const c10::IValue &r : *ran)
+          if (r.isTensor())
+            results.push_back(r.toTensor());
+      if (!ran || results.size() != shapes->size())
+        continue;
+      jit::Stack typed;
+      for (size_t i = 0; i < results.size(); ++i)
+        typed.push_back(
+            at::empty((*shapes)[i], results[i].options().device(at::kMeta)));
+      return typed;
+    }
+    if (inputBytes <= kCpuTypingBudget && resultBytes <= kCpuTypingBudget)
+      if (std::optional<jit::Stack> whole = runOnCpu(0.0, 0, error))
+        return std::move(*whole);
     tooLarge("one sample of its results alone holds " +
              std::to_string(sampleBytes >> 20) + " MiB");
+  }
   std::optional<jit::Stack> sample = runOnCpu(0.0, batch, error);
   if (!sample)
     tooLarge("it does not run on one sample of its inputs (" + error + ")");
@@ -1683,7 +1745,14 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
     jit::ExtraFilesMap extra{{kMetadataExtraFile, ""}};
     jit::Module root;
     try {
-      root = jit::load(path, c10::nullopt, extra);
+      archive = std::make_unique<fsdp::runtime::ModelArchive>(path);
+    } catch (const std::exception &e) {
+      fail(fileLoc, e.what());
+    }
+    try {
+      // The module's code, types and attributes, without the values of its
+      // parameters and buffers: the compiler needs their shapes only.
+      root = jit::load(archive->readerSkippingValues(), c10::nullopt, extra);
     } catch (const c10::Error &e) {
       fail(fileLoc, "cannot load '" + path + "' as TorchScript: " +
                         firstLine(e.what_without_backtrace()));
@@ -1864,6 +1933,13 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
     func.setType(builder.getFunctionType(inputTypes,
                                          ValueRange(results).getTypes()));
     removeDeadOps(func);
+    // What the compiler read of the archive's tensor values (for
+    // --fsdp-report): module tensors used as constants.
+    SmallVector<Attribute> read;
+    for (const auto &[name, bytes] : valuesRead)
+      read.push_back(builder.getArrayAttr(
+          {builder.getStringAttr(name), builder.getI64IntegerAttr(bytes)}));
+    module->setAttr(kValuesReadAttr, builder.getArrayAttr(read));
   } catch (const ImportFailure &) {
     if (module)
       module.erase();

@@ -7,11 +7,13 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace caffe2::serialize {
 class PyTorchStreamReader;
+class ReadAdapterInterface;
 } // namespace caffe2::serialize
 
 namespace fsdp::runtime {
@@ -59,6 +61,25 @@ public:
   /// Bytes of tensor values read so far.
   int64_t bytesRead() const { return bytesRead_; }
 
+  /// False for an archive saved without weights (`fsdp_export.save(...,
+  /// weights=False)`): every tensor is a placeholder with its shape and dtype
+  /// and no values. A plan can be compiled from it, not trained.
+  bool hasWeights() const { return hasWeights_; }
+
+  /// The archive's bytes, as `torch::jit::load` reads them, except the
+  /// values of the tensors found here that nothing else in the archive
+  /// shares: those reads are answered without reading or writing anything,
+  /// so the storages that libtorch allocates for them are never touched (not
+  /// resident) and hold no meaningful values. The compiler loads the
+  /// module's code and types through it, and reads the values it needs
+  /// through `read` (`valuesSkipped` says which).
+  std::shared_ptr<caffe2::serialize::ReadAdapterInterface> readerSkippingValues();
+
+  /// Whether `readerSkippingValues` leaves `entry`'s values unread.
+  bool valuesSkipped(const Entry &entry) const {
+    return skipped_.count(entry.record) != 0;
+  }
+
 private:
   /// Where a record's bytes are in the file when it is stored uncompressed
   /// (as PyTorch writes it): offset -1 otherwise; size -1 when the local
@@ -69,6 +90,7 @@ private:
   Stored stored(const std::string &record);
   void readBytes(int64_t offset, void *into, int64_t n);
   void readPickle();
+  void readMeta();
 
   std::string path_;
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
@@ -80,6 +102,11 @@ private:
   at::DataPtr cachedData_;
   int64_t cachedSize_ = 0;
   int64_t bytesRead_ = 0;
+  bool hasWeights_ = true;
+  // Records only tensors found here refer to (their values may be skipped),
+  // with their bytes, and the records readerSkippingValues skips.
+  std::map<std::string, int64_t> skippable_;
+  std::set<std::string> skipped_;
 };
 
 } // namespace fsdp::runtime

@@ -49,6 +49,12 @@ inline constexpr llvm::StringLiteral kWaitBeforeAttr = "fsdp.wait_before";
 /// ShardingStrategyAttr), set by fsdp-shard.
 inline constexpr llvm::StringLiteral kShardingAttr = "fsdp.sharding";
 
+/// The module attribute the importer records, as [name, bytes] pairs, the
+/// module tensors whose values it read from the archive (tensors used as
+/// constants that are neither parameters nor buffers); the values of
+/// parameters and buffers are never read at compile time.
+inline constexpr llvm::StringLiteral kValuesReadAttr = "fsdp.values_read";
+
 } // namespace fsdp
 
 #endif // FSDP_DIALECT_FSDP_IR_FSDPDIALECT_H
