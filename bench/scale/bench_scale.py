@@ -60,7 +60,7 @@ TARGET = train_parity.TARGET
 # fsdp-run's per-step loss (mean over ranks) must match DDP's to this, relative.
 LOSS_TOLERANCE = 1e-4
 OPTIM = argparse.Namespace(optimizer="adamw", lr=1e-3, beta1=0.9, beta2=0.999,
-                           eps=1e-8, weight_decay=None)
+                           eps=1e-8, weight_decay=None, amsgrad=False, maximize=False)
 
 
 def free_port():

@@ -68,6 +68,7 @@ def main():
     args = p.parse_args()
     args.lr, args.momentum, args.nesterov = 1e-3, 0.9 if args.optimizer == "sgd" else 0.0, False
     args.beta1, args.beta2, args.eps = 0.9, 0.999, 1e-8
+    args.dampening, args.maximize, args.amsgrad = 0.0, False, False
     torch.set_num_threads(args.threads)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     flags = ["--optimizer", args.optimizer, "--lr", "1e-3"]

@@ -1,10 +1,10 @@
 //===- Optimizer.cpp - fsdp.grad becomes the optimizer's update ------------===//
 //
-// The update rules of torch.optim.SGD and torch.optim.AdamW in their
-// single-tensor form, op for op, so that the arithmetic (and its rounding) is
-// PyTorch's. Optimizer state is zero before the first step: for SGD's
-// momentum buffer, `0 * momentum + grad` is exactly PyTorch's first-step copy
-// of the gradient.
+// The update rules of torch.optim.SGD, Adam and AdamW in their single-tensor
+// form, op for op, so that the arithmetic (and its rounding) is PyTorch's.
+// Optimizer state is zero before the first step: for SGD's momentum buffer
+// without dampening, `0 * momentum + grad` is exactly PyTorch's first-step
+// copy of the gradient; with dampening the step count selects the copy.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,29 +48,42 @@ struct Optimizer : fsdp::impl::OptimizerBase<Optimizer> {
   /// shards are gathered back into the whole that every rank holds.
   void updateParam(OpBuilder &b, GradOp grad, Value updated);
   void sgd(aten::ATenBuilder &b, GradOp grad, Value param);
-  void adamw(aten::ATenBuilder &b, GradOp grad, Value param);
-  /// AdamW's per-step scalars, computed once before the first update.
-  void adamwStep(aten::ATenBuilder &b);
+  void adam(aten::ATenBuilder &b, GradOp grad, Value param);
+  /// The step count (f64, `optim:step`), incremented once per step before
+  /// the first update.
+  Value stepCount(aten::ATenBuilder &b);
+  /// Adam's per-step scalars, computed once before the first update.
+  void adamStep(aten::ATenBuilder &b);
+  bool isAdam() const { return optimizer == "adam" || optimizer == "adamw"; }
 
   OpBuilder *symbols = nullptr; // where state symbols are declared
   SymbolTable *symbolTable = nullptr;
   double decay = 0.0;
   Value negStepSize, bias2Sqrt;
+  // SGD with dampening: true on the first step (the buffer copies d_p).
+  Value firstStep;
 };
 
 LogicalResult Optimizer::checkOptions(ModuleOp module) {
   // torch.optim's own checks.
-  if (optimizer != "sgd" && optimizer != "adamw")
+  if (optimizer != "sgd" && !isAdam())
     return module.emitError("unknown optimizer '")
-           << optimizer << "': expected sgd or adamw";
+           << optimizer << "': expected sgd, adam or adamw";
   decay = weightDecay < 0 ? (optimizer == "adamw" ? 1e-2 : 0.0)
                           : double(weightDecay);
+  if (optimizer == "sgd" && amsgrad)
+    return module.emitError("amsgrad applies to adam and adamw, not sgd");
+  if (isAdam() && (momentum != 0.0 || nesterov || dampening != 0.0))
+    return module.emitError("momentum, nesterov and dampening apply to sgd, "
+                            "not ")
+           << optimizer;
   if (!(lr >= 0.0))
     return module.emitError("invalid learning rate: ") << lr;
   if (!(momentum >= 0.0))
     return module.emitError("invalid momentum value: ") << momentum;
-  if (nesterov && momentum <= 0.0)
-    return module.emitError("Nesterov momentum requires a momentum");
+  if (nesterov && (momentum <= 0.0 || dampening != 0.0))
+    return module.emitError(
+        "Nesterov momentum requires a momentum and zero dampening");
   if (!(eps >= 0.0))
     return module.emitError("invalid epsilon value: ") << eps;
   if (!(beta1 >= 0.0 && beta1 < 1.0))
@@ -109,17 +122,26 @@ void Optimizer::sgd(aten::ATenBuilder &b, GradOp grad, Value param) {
   auto type = cast<RankedTensorType>(param.getType());
   Location loc = grad.getLoc();
   OpBuilder &ob = b.builder();
-  // d_p = grad (+ weight_decay * param)
+  // d_p = (maximize ? -grad : grad) (+ weight_decay * param)
   Value dp = grad.getValue();
+  if (maximize)
+    dp = b.neg(dp);
   if (decay != 0.0)
     dp = b.add(dp, param, decay);
   if (momentum != 0.0) {
     auto name = declareState((grad.getParam() + ":momentum_buffer").str(), type,
                              grad.getParamAttr());
-    // buf.mul_(momentum).add_(d_p)  (dampening 0)
+    // buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
     Value buf = b.callInPlace("aten::mul_.Scalar",
                               {read(ob, loc, name, type), b.f64(momentum)});
-    buf = b.callInPlace("aten::add_.Tensor", {buf, dp, b.i64(1)});
+    if (dampening == 0.0) {
+      buf = b.callInPlace("aten::add_.Tensor", {buf, dp, b.i64(1)});
+    } else {
+      buf = b.callInPlace("aten::add_.Tensor",
+                          {buf, dp, b.f64(1.0 - dampening)});
+      // The first step's buffer is a copy of d_p, undampened.
+      buf = b.call("aten::where.self", {firstStep, dp, buf}, type);
+    }
     UpdateOp::create(ob, loc, name, buf);
     dp = nesterov ? b.add(dp, buf, momentum) : buf;
   }
@@ -127,15 +149,22 @@ void Optimizer::sgd(aten::ATenBuilder &b, GradOp grad, Value param) {
   updateParam(ob, grad, updated);
 }
 
-void Optimizer::adamwStep(aten::ATenBuilder &b) {
-  // step += 1; bias corrections in f64, as Python computes them from the
-  // step count.
+Value Optimizer::stepCount(aten::ATenBuilder &b) {
   OpBuilder &ob = b.builder();
   Location loc = b.getLoc();
   auto f64 = RankedTensorType::get({}, ob.getF64Type());
   auto name = declareState("optim:step", f64, FlatSymbolRefAttr());
   Value step = b.addScalar(read(ob, loc, name, f64), 1.0);
   UpdateOp::create(ob, loc, name, step);
+  return step;
+}
+
+void Optimizer::adamStep(aten::ATenBuilder &b) {
+  // step += 1; bias corrections in f64, as Python computes them from the
+  // step count.
+  OpBuilder &ob = b.builder();
+  auto f64 = RankedTensorType::get({}, ob.getF64Type());
+  Value step = stepCount(b);
   auto biasCorrection = [&](double beta) {
     // 1 - beta ** step
     Value power = b.call("aten::pow.Scalar", {b.f64(beta), step}, f64);
@@ -147,7 +176,7 @@ void Optimizer::adamwStep(aten::ATenBuilder &b) {
   bias2Sqrt = b.unary("aten::sqrt", bias2);
 }
 
-void Optimizer::adamw(aten::ATenBuilder &b, GradOp grad, Value param) {
+void Optimizer::adam(aten::ATenBuilder &b, GradOp grad, Value param) {
   auto type = cast<RankedTensorType>(param.getType());
   Location loc = grad.getLoc();
   OpBuilder &ob = b.builder();
@@ -158,8 +187,16 @@ void Optimizer::adamw(aten::ATenBuilder &b, GradOp grad, Value param) {
       declareState((p + ":exp_avg_sq").str(), type, grad.getParamAttr());
   // The same ops as torch.optim, in place where they write a value of the
   // step's own (the runtime copies state it must not overwrite).
-  // param.mul_(1 - lr * weight_decay)
-  Value decayed = decay != 0.0 ? b.mulScalar(param, 1.0 - lr * decay) : param;
+  // grad = -grad if maximize
+  if (maximize)
+    g = b.neg(g);
+  bool decoupled = optimizer == "adamw";
+  // Adam: grad = grad.add(param, alpha=weight_decay)
+  if (!decoupled && decay != 0.0)
+    g = b.add(g, param, decay);
+  // AdamW: param.mul_(1 - lr * weight_decay)
+  bool decays = decoupled && decay != 0.0;
+  Value decayed = decays ? b.mulScalar(param, 1.0 - lr * decay) : param;
   // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
   Value avg = b.callInPlace("aten::mul_.Scalar",
                             {read(ob, loc, avgName, type), b.f64(beta1)});
@@ -168,18 +205,26 @@ void Optimizer::adamw(aten::ATenBuilder &b, GradOp grad, Value param) {
   Value sq = b.callInPlace("aten::mul_.Scalar",
                            {read(ob, loc, sqName, type), b.f64(beta2)});
   sq = b.callInPlace("aten::addcmul_", {sq, g, g, b.f64(1.0 - beta2)});
+  // amsgrad: torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq),
+  // which normalizes instead of exp_avg_sq.
+  Value second = sq;
+  if (amsgrad) {
+    auto maxName =
+        declareState((p + ":max_exp_avg_sq").str(), type, grad.getParamAttr());
+    second = b.call("aten::maximum", {read(ob, loc, maxName, type), sq}, type);
+    UpdateOp::create(ob, loc, maxName, second);
+  }
   // denom = (exp_avg_sq.sqrt() / sqrt(bias2)).add_(eps)
   Value denom = b.callInPlace("aten::div_.Tensor",
-                              {b.unary("aten::sqrt", sq), bias2Sqrt});
+                              {b.unary("aten::sqrt", second), bias2Sqrt});
   denom = b.callInPlace("aten::add_.Scalar", {denom, b.f64(eps), b.i64(1)});
   // param.addcdiv_(exp_avg, denom, value=-step_size): addcdiv computes
   // param + (value * exp_avg) / denom.
   Value update = b.callInPlace("aten::div_.Tensor",
                                {b.mul(avg, negStepSize), denom});
-  Value updated = decay != 0.0
-                      ? b.callInPlace("aten::add_.Tensor",
-                                      {decayed, update, b.i64(1)})
-                      : b.add(decayed, update);
+  Value updated = decays ? b.callInPlace("aten::add_.Tensor",
+                                         {decayed, update, b.i64(1)})
+                         : b.add(decayed, update);
   updateParam(ob, grad, updated);
   UpdateOp::create(ob, loc, avgName, avg);
   UpdateOp::create(ob, loc, sqName, sq);
@@ -207,8 +252,14 @@ LogicalResult Optimizer::run(ModuleOp module) {
 
   OpBuilder builder(gradOps.front());
   aten::ATenBuilder b(builder, gradOps.front().getLoc());
-  if (optimizer == "adamw")
-    adamwStep(b);
+  if (isAdam()) {
+    adamStep(b);
+  } else if (momentum != 0.0 && dampening != 0.0) {
+    Value step = stepCount(b);
+    firstStep = b.call(
+        "aten::eq.Scalar", {step, b.f64(1.0)},
+        RankedTensorType::get({}, IntegerType::get(module.getContext(), 1)));
+  }
   for (GradOp grad : gradOps) {
     builder.setInsertionPoint(grad);
     b.setLoc(grad.getLoc());
@@ -228,7 +279,7 @@ LogicalResult Optimizer::run(ModuleOp module) {
     if (optimizer == "sgd")
       sgd(b, grad, param);
     else
-      adamw(b, grad, param);
+      adam(b, grad, param);
     grad.erase();
   }
   return success();

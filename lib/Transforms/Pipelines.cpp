@@ -26,6 +26,9 @@ void addOptimizer(OpPassManager &pm, const Options &options) {
   optimizer.lr = options.lr;
   optimizer.momentum = options.momentum;
   optimizer.nesterov = options.nesterov;
+  optimizer.dampening = options.dampening;
+  optimizer.maximize = options.maximize;
+  optimizer.amsgrad = options.amsgrad;
   optimizer.weightDecay = options.weightDecay;
   optimizer.beta1 = options.beta1;
   optimizer.beta2 = options.beta2;

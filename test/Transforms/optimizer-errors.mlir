@@ -6,11 +6,16 @@
 // RUN: not fsdp-opt %s --fsdp-optimizer="optimizer=adamw beta1=1.0" 2>&1 | FileCheck %s --check-prefix=BETA1
 // RUN: not fsdp-opt %s --fsdp-optimizer="optimizer=adamw beta2=-0.1" 2>&1 | FileCheck %s --check-prefix=BETA2
 // RUN: not fsdp-opt %s --fsdp-optimizer="optimizer=adamw eps=-1" 2>&1 | FileCheck %s --check-prefix=EPS
+// RUN: not fsdp-opt %s --fsdp-optimizer="optimizer=sgd momentum=0.9 dampening=0.1 nesterov=true" 2>&1 | FileCheck %s --check-prefix=NESTEROV
+// RUN: not fsdp-opt %s --fsdp-optimizer="optimizer=sgd amsgrad=true" 2>&1 | FileCheck %s --check-prefix=AMSGRAD
+// RUN: not fsdp-opt %s --fsdp-optimizer="optimizer=adam momentum=0.9" 2>&1 | FileCheck %s --check-prefix=ADAMMOMENTUM
 // RUN: not fsdp-opt %s --fsdp-optimizer=optimizer=sgd 2>&1 | FileCheck %s --check-prefix=NOGRAD
-// UNKNOWN: error: unknown optimizer 'lamb': expected sgd or adamw
+// UNKNOWN: error: unknown optimizer 'lamb': expected sgd, adam or adamw
 // LR: error: invalid learning rate: -1
 // MOMENTUM: error: invalid momentum value: -5.000000e-01
-// NESTEROV: error: Nesterov momentum requires a momentum
+// NESTEROV: error: Nesterov momentum requires a momentum and zero dampening
+// AMSGRAD: error: amsgrad applies to adam and adamw, not sgd
+// ADAMMOMENTUM: error: momentum, nesterov and dampening apply to sgd, not adam
 // BETA1: error: invalid beta1 (beta parameter at index 0): 1.000000e+00
 // BETA2: error: invalid beta2 (beta parameter at index 1): -1.000000e-01
 // EPS: error: invalid epsilon value: -1

@@ -1,6 +1,8 @@
 // RUN: fsdp-opt %s --fsdp-optimizer="optimizer=sgd lr=0.1 momentum=0.9 nesterov=true weight-decay=0.01" | FileCheck %s --check-prefix=SGD
 // RUN: fsdp-opt %s --fsdp-optimizer="optimizer=sgd lr=0.1" | FileCheck %s --check-prefix=PLAIN
 // RUN: fsdp-opt %s --fsdp-optimizer="optimizer=adamw lr=0.01" | FileCheck %s --check-prefix=ADAMW
+// RUN: fsdp-opt %s --fsdp-optimizer="optimizer=sgd lr=0.1 momentum=0.9 dampening=0.25 maximize=true" | FileCheck %s --check-prefix=DAMPENED
+// RUN: fsdp-opt %s --fsdp-optimizer="optimizer=adam lr=0.01 weight-decay=0.5 amsgrad=true maximize=true" | FileCheck %s --check-prefix=ADAM
 
 // torch.optim.SGD, op for op: d_p = grad + wd * p; buf.mul_(momentum)
 // .add_(d_p) (zero before the first step: PyTorch's first-step copy);
@@ -81,3 +83,54 @@ module {
     return %l : tensor<f32>
   }
 }
+
+// SGD with dampening and maximize: d_p = -grad; buf.mul_(momentum)
+// .add_(d_p, alpha=1 - dampening), except on the first step, where
+// PyTorch's buffer is a copy of d_p: a step count selects it.
+// DAMPENED:         fsdp.optim_state @"optim:step" : tensor<f64>
+// DAMPENED-NEXT:    fsdp.optim_state @"w:momentum_buffer" : tensor<3x4xf32> for @w
+// DAMPENED-LABEL:   func.func @train_step(
+// DAMPENED-SAME:        %[[G:[a-z0-9]+]]: tensor<3x4xf32>)
+// DAMPENED:         %[[P:.+]] = fsdp.get @w
+// DAMPENED:         %[[S0:.+]] = fsdp.get @"optim:step" : tensor<f64>
+// DAMPENED-NEXT:    %[[S:.+]] = aten.call "aten::add.Scalar"(%[[S0]], 1.000000e+00, 1) : (tensor<f64>) -> tensor<f64>
+// DAMPENED-NEXT:    fsdp.update @"optim:step", %[[S]]
+// DAMPENED-NEXT:    %[[FIRST:.+]] = aten.call "aten::eq.Scalar"(%[[S]], 1.000000e+00) : (tensor<f64>) -> tensor<i1>
+// DAMPENED-NEXT:    %[[DP:.+]] = aten.call "aten::neg"(%[[G]])
+// DAMPENED-NEXT:    %[[BUF:.+]] = fsdp.get @"w:momentum_buffer"
+// DAMPENED-NEXT:    %[[SCALED:.+]]:2 = aten.call "aten::mul_.Scalar"(%[[BUF]], 9.000000e-01) {mutates = array<i64: 0>}
+// DAMPENED-NEXT:    %[[ADDED:.+]]:2 = aten.call "aten::add_.Tensor"(%[[SCALED]]#1, %[[DP]], 7.500000e-01) {mutates = array<i64: 0>}
+// DAMPENED-NEXT:    %[[NEWBUF:.+]] = aten.call "aten::where.self"(%[[FIRST]], %[[DP]], %[[ADDED]]#1) : (tensor<i1>, tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+// DAMPENED-NEXT:    fsdp.update @"w:momentum_buffer", %[[NEWBUF]]
+// DAMPENED-NEXT:    %[[NEWP:.+]] = aten.call "aten::add.Tensor"(%[[P]], %[[NEWBUF]], -1.000000e-01)
+// DAMPENED-NEXT:    fsdp.update @w, %[[NEWP]]
+
+// torch.optim.Adam with maximize, L2 weight decay and AMSGrad: grad = -grad
+// + wd * p; no decoupled decay; the running maximum of exp_avg_sq (state of
+// its own) normalizes.
+// ADAM:         fsdp.optim_state @"optim:step" : tensor<f64>
+// ADAM-NEXT:    fsdp.optim_state @"w:exp_avg" : tensor<3x4xf32> for @w
+// ADAM-NEXT:    fsdp.optim_state @"w:exp_avg_sq" : tensor<3x4xf32> for @w
+// ADAM-NEXT:    fsdp.optim_state @"w:max_exp_avg_sq" : tensor<3x4xf32> for @w
+// ADAM-LABEL:   func.func @train_step(
+// ADAM-SAME:        %[[G:[a-z0-9]+]]: tensor<3x4xf32>)
+// ADAM:         %[[P:.+]] = fsdp.get @w
+// ADAM:         %[[B2SQRT:.+]] = aten.call "aten::sqrt"(%{{.+}}) : (tensor<f64>) -> tensor<f64>
+// ADAM-NEXT:    %[[NG:.+]] = aten.call "aten::neg"(%[[G]])
+// ADAM-NEXT:    %[[GD:.+]] = aten.call "aten::add.Tensor"(%[[NG]], %[[P]], 5.000000e-01)
+// ADAM-NEXT:    %[[M0:.+]] = fsdp.get @"w:exp_avg"
+// ADAM-NEXT:    %[[M1:.+]]:2 = aten.call "aten::mul_.Scalar"(%[[M0]], 9.000000e-01) {mutates = array<i64: 0>}
+// ADAM-NEXT:    %[[M:.+]]:2 = aten.call "aten::add_.Tensor"(%[[M1]]#1, %[[GD]], 0.099999999999999978) {mutates = array<i64: 0>}
+// ADAM-NEXT:    %[[V0:.+]] = fsdp.get @"w:exp_avg_sq"
+// ADAM-NEXT:    %[[V1:.+]]:2 = aten.call "aten::mul_.Scalar"(%[[V0]], 0.99899999999999999) {mutates = array<i64: 0>}
+// ADAM-NEXT:    %[[V:.+]]:2 = aten.call "aten::addcmul_"(%[[V1]]#1, %[[GD]], %[[GD]], 0.0010000000000000009) {mutates = array<i64: 0>}
+// ADAM-NEXT:    %[[MAX0:.+]] = fsdp.get @"w:max_exp_avg_sq"
+// ADAM-NEXT:    %[[MAX:.+]] = aten.call "aten::maximum"(%[[MAX0]], %[[V]]#1)
+// ADAM-NEXT:    fsdp.update @"w:max_exp_avg_sq", %[[MAX]]
+// ADAM-NEXT:    %[[SQ:.+]] = aten.call "aten::sqrt"(%[[MAX]])
+// ADAM-NEXT:    %[[D0:.+]]:2 = aten.call "aten::div_.Tensor"(%[[SQ]], %[[B2SQRT]]) {mutates = array<i64: 0>}
+// ADAM-NEXT:    %[[DENOM:.+]]:2 = aten.call "aten::add_.Scalar"(%[[D0]]#1, 1.000000e-08, 1) {mutates = array<i64: 0>}
+// ADAM-NEXT:    %[[NUM:.+]] = aten.call "aten::mul.Tensor"(%[[M]]#1, %{{.+}})
+// ADAM-NEXT:    %[[UPD:.+]]:2 = aten.call "aten::div_.Tensor"(%[[NUM]], %[[DENOM]]#1) {mutates = array<i64: 0>}
+// ADAM-NEXT:    %[[NEWP:.+]] = aten.call "aten::add.Tensor"(%[[P]], %[[UPD]]#1, 1)
+// ADAM-NEXT:    fsdp.update @w, %[[NEWP]]

@@ -5,15 +5,19 @@
 // RUN: not fsdp-opt %s --loss mse --target t:2x3xf32 2>&1 | FileCheck %s --check-prefix=NOOPT
 // RUN: not fsdp-opt %s --loss mse --target t:2x3xf32 --optimizer sgd --beta1 0.8 2>&1 | FileCheck %s --check-prefix=BETA
 // RUN: not fsdp-opt %s --loss mse --target t:2x3xf32 --optimizer adamw --momentum 0.9 2>&1 | FileCheck %s --check-prefix=MOMENTUM
+// RUN: not fsdp-opt %s --loss mse --target t:2x3xf32 --optimizer sgd --amsgrad 2>&1 | FileCheck %s --check-prefix=AMSGRAD
+// RUN: not fsdp-opt %s --loss mse --target t:2x3xf32 --optimizer adam --dampening 0.1 2>&1 | FileCheck %s --check-prefix=DAMPENING
 // RUN: not fsdp-opt %s --loss mse --target t:2x3xf32 --optimizer rmsprop -o %t.out 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not test -e %t.out
 // NOLOSS: error: --optimizer needs --loss: the training step is built from a loss
 // LRNOLOSS: error: --lr needs --loss
 // TARGETNOLOSS: error: --target needs --loss
-// NOOPT: error: --loss needs --optimizer sgd|adamw
-// BETA: error: --beta1 applies to --optimizer adamw, not sgd
+// NOOPT: error: --loss needs --optimizer sgd|adam|adamw
+// BETA: error: --beta1 applies to --optimizer adam or adamw, not sgd
 // MOMENTUM: error: --momentum applies to --optimizer sgd, not adamw
-// UNKNOWN: error: unknown optimizer 'rmsprop': expected sgd or adamw
+// AMSGRAD: error: --amsgrad applies to --optimizer adam or adamw, not sgd
+// DAMPENING: error: --dampening applies to --optimizer sgd, not adam
+// UNKNOWN: error: unknown optimizer 'rmsprop': expected sgd, adam or adamw
 module {
   fsdp.param @fc.weight : tensor<3x4xf32> in "fc" : "torch.nn.modules.linear.Linear"
   func.func @forward(%x: tensor<2x4xf32> {fsdp.name = "x"}) -> tensor<2x3xf32> {

@@ -58,14 +58,16 @@ static llvm::cl::list<std::string> targetSpecs(
                    "cross_entropy, e.g. y:8xi64); overrides a stored one"),
     llvm::cl::value_desc("NAME:DIMSxDTYPE"), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<std::string> optimizerFlag(
-    "optimizer", llvm::cl::desc("The optimizer: sgd or adamw"),
+    "optimizer",
+    llvm::cl::desc("The optimizer: sgd, adam or adamw (torch.optim's)"),
     llvm::cl::value_desc("NAME"), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<double> lrFlag("lr", llvm::cl::desc("Learning rate (1e-3)"),
                                     llvm::cl::init(1e-3),
                                     llvm::cl::cat(trainCategory));
 static llvm::cl::opt<double> weightDecayFlag(
     "weight-decay",
-    llvm::cl::desc("Weight decay (sgd: 0, adamw: 0.01; AdamW's is decoupled)"),
+    llvm::cl::desc("Weight decay (sgd, adam: 0, adamw: 0.01; AdamW's is "
+                   "decoupled, SGD's and Adam's is L2)"),
     llvm::cl::init(-1.0), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<double> momentumFlag("momentum",
                                           llvm::cl::desc("SGD momentum (0)"),
@@ -74,15 +76,27 @@ static llvm::cl::opt<double> momentumFlag("momentum",
 static llvm::cl::opt<bool> nesterovFlag(
     "nesterov", llvm::cl::desc("SGD with Nesterov momentum"),
     llvm::cl::init(false), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<double> dampeningFlag(
+    "dampening", llvm::cl::desc("SGD dampening of the momentum (0)"),
+    llvm::cl::init(0.0), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<bool> maximizeFlag(
+    "maximize",
+    llvm::cl::desc("Maximize the objective instead of minimizing it"),
+    llvm::cl::init(false), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<bool> amsgradFlag(
+    "amsgrad",
+    llvm::cl::desc("Adam/AdamW: the AMSGrad variant (normalize by the running "
+                   "maximum of the second moment)"),
+    llvm::cl::init(false), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<double> beta1Flag("beta1",
-                                       llvm::cl::desc("AdamW beta1 (0.9)"),
+                                       llvm::cl::desc("Adam/AdamW beta1 (0.9)"),
                                        llvm::cl::init(0.9),
                                        llvm::cl::cat(trainCategory));
 static llvm::cl::opt<double> beta2Flag("beta2",
-                                       llvm::cl::desc("AdamW beta2 (0.999)"),
+                                       llvm::cl::desc("Adam/AdamW beta2 (0.999)"),
                                        llvm::cl::init(0.999),
                                        llvm::cl::cat(trainCategory));
-static llvm::cl::opt<double> epsFlag("eps", llvm::cl::desc("AdamW eps (1e-8)"),
+static llvm::cl::opt<double> epsFlag("eps", llvm::cl::desc("Adam/AdamW eps (1e-8)"),
                                      llvm::cl::init(1e-8),
                                      llvm::cl::cat(trainCategory));
 
@@ -430,23 +444,27 @@ static LogicalResult checkTrainFlags() {
                    "training step");
     for (const llvm::cl::Option *o :
          Flags{&optimizerFlag, &lrFlag, &weightDecayFlag, &momentumFlag,
-               &nesterovFlag, &beta1Flag, &beta2Flag, &epsFlag,
-               std::addressof(targetSpecs)})
+               &nesterovFlag, &dampeningFlag, &maximizeFlag, &amsgradFlag,
+               &beta1Flag, &beta2Flag, &epsFlag, std::addressof(targetSpecs)})
       if (given(*o))
         return error("--" + o->ArgStr +
                      " needs --loss: the training step is built from a loss");
     return success();
   }
   if (!given(optimizerFlag))
-    return error("--loss needs --optimizer sgd|adamw");
+    return error("--loss needs --optimizer sgd|adam|adamw");
   if (optimizerFlag == "sgd") {
-    for (const llvm::cl::Option *o : Flags{&beta1Flag, &beta2Flag, &epsFlag})
+    for (const llvm::cl::Option *o :
+         Flags{&beta1Flag, &beta2Flag, &epsFlag, &amsgradFlag})
       if (given(*o))
-        return error("--" + o->ArgStr + " applies to --optimizer adamw, not sgd");
-  } else if (optimizerFlag == "adamw") {
-    for (const llvm::cl::Option *o : Flags{&momentumFlag, &nesterovFlag})
+        return error("--" + o->ArgStr +
+                     " applies to --optimizer adam or adamw, not sgd");
+  } else if (optimizerFlag == "adam" || optimizerFlag == "adamw") {
+    for (const llvm::cl::Option *o :
+         Flags{&momentumFlag, &nesterovFlag, &dampeningFlag})
       if (given(*o))
-        return error("--" + o->ArgStr + " applies to --optimizer sgd, not adamw");
+        return error("--" + o->ArgStr + " applies to --optimizer sgd, not " +
+                     optimizerFlag);
   }
   return success();
 }
@@ -463,6 +481,9 @@ static void setTrainOptions(Options &options) {
   options.weightDecay = weightDecayFlag;
   options.momentum = momentumFlag;
   options.nesterov = nesterovFlag;
+  options.dampening = dampeningFlag;
+  options.maximize = maximizeFlag;
+  options.amsgrad = amsgradFlag;
   options.beta1 = beta1Flag;
   options.beta2 = beta2Flag;
   options.eps = epsFlag;

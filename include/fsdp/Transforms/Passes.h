@@ -49,7 +49,7 @@ struct TrainStepOptionsBase : public mlir::PassPipelineOptions<Derived> {
   ListOpt<std::string> targets{
       *this, "targets", llvm::cl::desc("Target specs NAME:DIMSxDTYPE")};
   Opt<std::string> optimizer{*this, "optimizer",
-                             llvm::cl::desc("sgd or adamw"),
+                             llvm::cl::desc("sgd, adam or adamw"),
                              llvm::cl::init("sgd")};
   Opt<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
                  llvm::cl::init(1e-3)};
@@ -57,15 +57,22 @@ struct TrainStepOptionsBase : public mlir::PassPipelineOptions<Derived> {
                        llvm::cl::init(0.0)};
   Opt<bool> nesterov{*this, "nesterov", llvm::cl::desc("SGD Nesterov"),
                      llvm::cl::init(false)};
+  Opt<double> dampening{*this, "dampening", llvm::cl::desc("SGD dampening"),
+                        llvm::cl::init(0.0)};
+  Opt<bool> maximize{*this, "maximize",
+                     llvm::cl::desc("Maximize the objective"),
+                     llvm::cl::init(false)};
+  Opt<bool> amsgrad{*this, "amsgrad", llvm::cl::desc("Adam/AdamW AMSGrad"),
+                    llvm::cl::init(false)};
   Opt<double> weightDecay{
       *this, "weight-decay",
       llvm::cl::desc("Weight decay (negative: the optimizer's default)"),
       llvm::cl::init(-1.0)};
-  Opt<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"),
+  Opt<double> beta1{*this, "beta1", llvm::cl::desc("Adam/AdamW beta1"),
                     llvm::cl::init(0.9)};
-  Opt<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"),
+  Opt<double> beta2{*this, "beta2", llvm::cl::desc("Adam/AdamW beta2"),
                     llvm::cl::init(0.999)};
-  Opt<double> eps{*this, "eps", llvm::cl::desc("AdamW epsilon"),
+  Opt<double> eps{*this, "eps", llvm::cl::desc("Adam/AdamW epsilon"),
                   llvm::cl::init(1e-8)};
 };
 

@@ -80,16 +80,22 @@ def Optimizer : Pass<"fsdp-optimizer", "mlir::ModuleOp"> {
     Applies PyTorch's update rule to every parameter with an `fsdp.grad`,
     element for element as `torch.optim` does it (single-tensor form):
 
-    - `sgd`: weight decay added to the gradient, momentum buffer
-      (`buf = momentum * buf + grad`, zero before the first step, which is
-      PyTorch's first-step copy), Nesterov, `p -= lr * d_p`.
-    - `adamw`: decoupled weight decay `p *= 1 - lr * wd`, the moments
-      `exp_avg` and `exp_avg_sq`, bias corrections from a step count kept in
-      `optim:step` (f64, as Python computes them), `p -= step_size *
-      exp_avg / (sqrt(exp_avg_sq) / sqrt(bc2) + eps)`.
+    - `sgd`: `maximize` negates the gradient, weight decay added to it,
+      momentum buffer (`buf = momentum * buf + (1 - dampening) * grad`; the
+      first step copies the gradient, as PyTorch does: zero state with no
+      dampening is that copy, and with dampening a step count in
+      `optim:step` selects it), Nesterov, `p -= lr * d_p`.
+    - `adam` and `adamw`: `maximize` negates the gradient; Adam adds the
+      weight decay to the gradient (L2), AdamW decays the parameter
+      (`p *= 1 - lr * wd`); the moments `exp_avg` and `exp_avg_sq` (and with
+      `amsgrad` their running maximum `max_exp_avg_sq`, which normalizes),
+      bias corrections from a step count kept in `optim:step` (f64, as
+      Python computes them), `p -= step_size * exp_avg / (sqrt(exp_avg_sq) /
+      sqrt(bc2) + eps)`.
 
     Optimizer state is declared as `fsdp.optim_state` symbols named
-    `PARAM:momentum_buffer`, `PARAM:exp_avg`, `PARAM:exp_avg_sq`.
+    `PARAM:momentum_buffer`, `PARAM:exp_avg`, `PARAM:exp_avg_sq`,
+    `PARAM:max_exp_avg_sq`.
 
     ```mlir
     fsdp.optim_state @"fc.weight:momentum_buffer" : tensor<10x32xf32> for @fc.weight
@@ -107,18 +113,25 @@ def Optimizer : Pass<"fsdp-optimizer", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
-           "sgd or adamw">,
+           "sgd, adam or adamw">,
     Option<"lr", "lr", "double", /*default=*/"1e-3", "Learning rate">,
     Option<"momentum", "momentum", "double", /*default=*/"0.0",
            "SGD momentum">,
     Option<"nesterov", "nesterov", "bool", /*default=*/"false",
            "SGD with Nesterov momentum">,
+    Option<"dampening", "dampening", "double", /*default=*/"0.0",
+           "SGD dampening of the momentum">,
+    Option<"maximize", "maximize", "bool", /*default=*/"false",
+           "Maximize the objective (the gradient negated)">,
+    Option<"amsgrad", "amsgrad", "bool", /*default=*/"false",
+           "Adam/AdamW: normalize by the running maximum of exp_avg_sq">,
     Option<"weightDecay", "weight-decay", "double", /*default=*/"-1.0",
-           "Weight decay (negative: PyTorch's default, 0 for sgd and 0.01 "
-           "for adamw)">,
-    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
-    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
-    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+           "Weight decay (negative: PyTorch's default, 0 for sgd and adam, "
+           "0.01 for adamw)">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam/AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999",
+           "Adam/AdamW beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam/AdamW epsilon">,
   ];
   let dependentDialects = ["::fsdp::aten::ATenDialect", "::fsdp::FSDPDialect"];
 }
