@@ -47,13 +47,22 @@ struct Optimizer : fsdp::impl::OptimizerBase<Optimizer> {
   /// The parameter's new value: a replicated flat parameter's updated
   /// shards are gathered back into the whole that every rank holds.
   void updateParam(OpBuilder &b, GradOp grad, Value updated);
-  void sgd(aten::ATenBuilder &b, GradOp grad, Value param);
-  void adam(aten::ATenBuilder &b, GradOp grad, Value param);
+  /// The update of `grad`'s parameter from gradient `g` (the fsdp.grad's
+  /// value, clipped where the gradients are).
+  void sgd(aten::ATenBuilder &b, GradOp grad, Value g, Value param);
+  void adam(aten::ATenBuilder &b, GradOp grad, Value g, Value param);
+  /// clip_grad_norm_ over every gradient: the coefficient they are
+  /// multiplied by, built before `last` (the last fsdp.grad); the total
+  /// norm in `totalNorm`.
+  Value clipCoefficient(aten::ATenBuilder &b, ModuleOp module,
+                        ArrayRef<GradOp> grads, GradOp last);
   /// The step count (f64, `optim:step`), incremented once per step before
   /// the first update.
   Value stepCount(aten::ATenBuilder &b);
+  /// The learning rate of this step (f64) under `lrSchedule`.
+  Value scheduledLr(aten::ATenBuilder &b, Value step);
   /// Adam's per-step scalars, computed once before the first update.
-  void adamStep(aten::ATenBuilder &b);
+  void adamStep(aten::ATenBuilder &b, Value step);
   bool isAdam() const { return optimizer == "adam" || optimizer == "adamw"; }
 
   OpBuilder *symbols = nullptr; // where state symbols are declared
@@ -62,6 +71,10 @@ struct Optimizer : fsdp::impl::OptimizerBase<Optimizer> {
   Value negStepSize, bias2Sqrt;
   // SGD with dampening: true on the first step (the buffer copies d_p).
   Value firstStep;
+  // With a schedule: this step's learning rate and its negation (f64).
+  Value lrValue, negLr;
+  // With clipping: the gradients' total norm.
+  Value totalNorm;
 };
 
 LogicalResult Optimizer::checkOptions(ModuleOp module) {
@@ -81,6 +94,26 @@ LogicalResult Optimizer::checkOptions(ModuleOp module) {
     return module.emitError("invalid learning rate: ") << lr;
   if (!(momentum >= 0.0))
     return module.emitError("invalid momentum value: ") << momentum;
+  if (!lrSchedule.empty() && lrSchedule != "constant" &&
+      lrSchedule != "linear" && lrSchedule != "cosine")
+    return module.emitError("unknown learning-rate schedule '")
+           << lrSchedule << "': expected constant, linear or cosine";
+  if (warmupSteps < 0 || totalSteps < 0)
+    return module.emitError("warmup-steps and total-steps must not be "
+                            "negative");
+  if ((lrSchedule == "linear" || lrSchedule == "cosine") && totalSteps < 1)
+    return module.emitError("the ")
+           << lrSchedule
+           << " learning-rate schedule needs total-steps: the steps over "
+              "which the learning rate decays to 0";
+  if ((lrSchedule.empty() || lrSchedule == "constant") && totalSteps != 0)
+    return module.emitError("total-steps applies to the linear and cosine "
+                            "learning-rate schedules");
+  if (lrSchedule.empty() && warmupSteps != 0)
+    return module.emitError("warmup-steps needs a learning-rate schedule");
+  if (maxGradNorm < 0.0)
+    return module.emitError("invalid max-grad-norm: ")
+           << maxGradNorm << " (0 does not clip)";
   if (nesterov && (momentum <= 0.0 || dampening != 0.0))
     return module.emitError(
         "Nesterov momentum requires a momentum and zero dampening");
@@ -118,12 +151,13 @@ void Optimizer::updateParam(OpBuilder &b, GradOp grad, Value updated) {
   UpdateOp::create(b, loc, grad.getParamAttr(), whole);
 }
 
-void Optimizer::sgd(aten::ATenBuilder &b, GradOp grad, Value param) {
+void Optimizer::sgd(aten::ATenBuilder &b, GradOp grad, Value g,
+                    Value param) {
   auto type = cast<RankedTensorType>(param.getType());
   Location loc = grad.getLoc();
   OpBuilder &ob = b.builder();
   // d_p = (maximize ? -grad : grad) (+ weight_decay * param)
-  Value dp = grad.getValue();
+  Value dp = g;
   if (maximize)
     dp = b.neg(dp);
   if (decay != 0.0)
@@ -145,7 +179,9 @@ void Optimizer::sgd(aten::ATenBuilder &b, GradOp grad, Value param) {
     UpdateOp::create(ob, loc, name, buf);
     dp = nesterov ? b.add(dp, buf, momentum) : buf;
   }
-  Value updated = b.add(param, dp, -lr);
+  // param.add_(d_p, alpha=-lr)
+  Value updated =
+      negLr ? b.add(param, b.mul(dp, negLr)) : b.add(param, dp, -lr);
   updateParam(ob, grad, updated);
 }
 
@@ -159,12 +195,45 @@ Value Optimizer::stepCount(aten::ATenBuilder &b) {
   return step;
 }
 
-void Optimizer::adamStep(aten::ATenBuilder &b) {
-  // step += 1; bias corrections in f64, as Python computes them from the
-  // step count.
+Value Optimizer::scheduledLr(aten::ATenBuilder &b, Value step) {
+  // LambdaLR: step k (from 0) uses lr * lambda(k); Python's arithmetic in
+  // f64, op for op.
+  auto f64 = cast<RankedTensorType>(step.getType());
+  auto i1 = RankedTensorType::get({}, b.builder().getI1Type());
+  Value k = b.addScalar(step, -1.0);
+  double warmup = double(warmupSteps), total = double(totalSteps);
+  // float(k) / float(max(1, warmup))
+  Value warming = b.divScalar(k, std::max(1.0, warmup));
+  Value after;
+  if (lrSchedule == "constant") {
+    after = b.splat(f64, 1.0);
+  } else {
+    double span = std::max(1.0, total - warmup);
+    if (lrSchedule == "linear") {
+      // float(total - k) / float(max(1, total - warmup))
+      Value left = b.call("aten::rsub.Scalar", {k, b.f64(total), b.i64(1)}, f64);
+      after = b.divScalar(left, span);
+    } else {
+      // 0.5 * (1 + cos(pi * 0.5 * 2 * progress)), progress =
+      // float(k - warmup) / float(max(1, total - warmup))
+      Value progress = b.divScalar(b.addScalar(k, -warmup), span);
+      Value angle = b.mulScalar(progress, M_PI * 0.5 * 2.0);
+      Value cosine = b.addScalar(b.unary("aten::cos", angle), 1.0);
+      after = b.mulScalar(cosine, 0.5);
+    }
+    // max(0.0, ...)
+    after = b.call("aten::clamp_min", {after, b.f64(0.0)}, f64);
+  }
+  Value warm = b.call("aten::lt.Scalar", {k, b.f64(warmup)}, i1);
+  Value factor = b.call("aten::where.self", {warm, warming, after}, f64);
+  // base_lr * lambda(k)
+  return b.call("aten::mul.Scalar", {factor, b.f64(lr)}, f64);
+}
+
+void Optimizer::adamStep(aten::ATenBuilder &b, Value step) {
+  // Bias corrections in f64, as Python computes them from the step count.
   OpBuilder &ob = b.builder();
   auto f64 = RankedTensorType::get({}, ob.getF64Type());
-  Value step = stepCount(b);
   auto biasCorrection = [&](double beta) {
     // 1 - beta ** step
     Value power = b.call("aten::pow.Scalar", {b.f64(beta), step}, f64);
@@ -172,15 +241,15 @@ void Optimizer::adamStep(aten::ATenBuilder &b) {
   };
   Value bias1 = biasCorrection(beta1), bias2 = biasCorrection(beta2);
   // -(lr / bias1), and sqrt(bias2)
-  negStepSize = b.div(b.splat(f64, -lr), bias1);
+  negStepSize = b.div(negLr ? negLr : b.splat(f64, -lr), bias1);
   bias2Sqrt = b.unary("aten::sqrt", bias2);
 }
 
-void Optimizer::adam(aten::ATenBuilder &b, GradOp grad, Value param) {
+void Optimizer::adam(aten::ATenBuilder &b, GradOp grad, Value g,
+                     Value param) {
   auto type = cast<RankedTensorType>(param.getType());
   Location loc = grad.getLoc();
   OpBuilder &ob = b.builder();
-  Value g = grad.getValue();
   StringRef p = grad.getParam();
   auto avgName = declareState((p + ":exp_avg").str(), type, grad.getParamAttr());
   auto sqName =
@@ -196,7 +265,14 @@ void Optimizer::adam(aten::ATenBuilder &b, GradOp grad, Value param) {
     g = b.add(g, param, decay);
   // AdamW: param.mul_(1 - lr * weight_decay)
   bool decays = decoupled && decay != 0.0;
-  Value decayed = decays ? b.mulScalar(param, 1.0 - lr * decay) : param;
+  Value decayed = param;
+  if (decays && lrValue)
+    decayed = b.mul(param, b.call("aten::rsub.Scalar",
+                                  {b.mulScalar(lrValue, decay), b.f64(1.0),
+                                   b.i64(1)},
+                                  lrValue.getType()));
+  else if (decays)
+    decayed = b.mulScalar(param, 1.0 - lr * decay);
   // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
   Value avg = b.callInPlace("aten::mul_.Scalar",
                             {read(ob, loc, avgName, type), b.f64(beta1)});
@@ -252,16 +328,27 @@ LogicalResult Optimizer::run(ModuleOp module) {
 
   OpBuilder builder(gradOps.front());
   aten::ATenBuilder b(builder, gradOps.front().getLoc());
-  if (isAdam()) {
-    adamStep(b);
-  } else if (momentum != 0.0 && dampening != 0.0) {
-    Value step = stepCount(b);
+  bool dampened = optimizer == "sgd" && momentum != 0.0 && dampening != 0.0;
+  Value step;
+  if (isAdam() || dampened || !lrSchedule.empty())
+    step = stepCount(b);
+  if (!lrSchedule.empty()) {
+    lrValue = scheduledLr(b, step);
+    negLr = b.neg(lrValue);
+  }
+  if (isAdam())
+    adamStep(b, step);
+  if (dampened)
     firstStep = b.call(
         "aten::eq.Scalar", {step, b.f64(1.0)},
         RankedTensorType::get({}, IntegerType::get(module.getContext(), 1)));
-  }
+  // Clipping: every update waits for the total norm, after the last
+  // gradient.
+  Value coef;
+  if (maxGradNorm > 0.0)
+    coef = clipCoefficient(b, module, gradOps, gradOps.back());
   for (GradOp grad : gradOps) {
-    builder.setInsertionPoint(grad);
+    builder.setInsertionPoint(coef ? gradOps.back() : grad);
     b.setLoc(grad.getLoc());
     Value param = current.lookup(grad.getParamAttr().getAttr());
     auto flat = table.lookup<FlatParamOp>(grad.getParam());
@@ -276,13 +363,90 @@ LogicalResult Optimizer::run(ModuleOp module) {
           builder, grad.getLoc(), flat.getShardType(), param,
           grad.getParamAttr(),
           CommGroupAttr::get(module.getContext(), CommGroup::shard));
+    // g.mul_(clip_coef_clamped)
+    Value g = coef ? b.mul(grad.getValue(), coef) : grad.getValue();
     if (optimizer == "sgd")
-      sgd(b, grad, param);
+      sgd(b, grad, g, param);
     else
-      adam(b, grad, param);
+      adam(b, grad, g, param);
+  }
+  for (GradOp grad : gradOps)
     grad.erase();
+  // The step's learning rate and gradient norm are outputs the runtime
+  // reports as `lr` and `grad_norm`.
+  for (auto [value, name] : {std::pair(lrValue, "lr"),
+                             std::pair(totalNorm, "grad_norm")}) {
+    if (!value)
+      continue;
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    unsigned index = ret.getNumOperands();
+    ret->insertOperands(index, value);
+    NamedAttribute metric(StringAttr::get(module.getContext(), kMetricAttr),
+                          StringAttr::get(module.getContext(), name));
+    if (failed(func.insertResult(
+            index, value.getType(),
+            DictionaryAttr::get(module.getContext(), {metric}))))
+      return func.emitOpError("cannot return the metric ") << name;
   }
   return success();
+}
+
+Value Optimizer::clipCoefficient(aten::ATenBuilder &b, ModuleOp module,
+                                 ArrayRef<GradOp> grads, GradOp last) {
+  OpBuilder &ob = b.builder();
+  MLIRContext *ctx = module.getContext();
+  auto f32 = RankedTensorType::get({}, ob.getF32Type());
+  // torch.linalg.vector_norm(g, 2) of each gradient where it is complete,
+  // in f32: a rank's shards of the flat parameters apart from whole
+  // gradients (parameters outside every unit, the same on every rank).
+  auto norm = [&](Value v) {
+    auto type = RankedTensorType::get(
+        {}, cast<RankedTensorType>(v.getType()).getElementType());
+    Value n = b.call("aten::linalg_vector_norm",
+                     {v, b.f64(2.0), b.none(), b.boolean(false), b.none()},
+                     type);
+    return type == f32 ? n : b.cast(n, ob.getF32Type());
+  };
+  auto normOfNorms = [&](ArrayRef<Value> norms) {
+    auto type = RankedTensorType::get({int64_t(norms.size())}, ob.getF32Type());
+    return norm(b.call("aten::stack", {aten::ArgValue::tensors(norms), b.i64(0)},
+                       type));
+  };
+  SmallVector<Value> shardedNorms, wholeNorms;
+  for (GradOp grad : grads) {
+    ob.setInsertionPoint(grad);
+    b.setLoc(grad.getLoc());
+    bool flat = symbolTable->lookup<FlatParamOp>(grad.getParam()) != nullptr;
+    (flat ? shardedNorms : wholeNorms).push_back(norm(grad.getValue()));
+  }
+  ob.setInsertionPoint(last);
+  b.setLoc(last.getLoc());
+  if (shardedNorms.empty()) {
+    // Unsharded: clip_grad_norm_'s own total.
+    totalNorm = normOfNorms(wholeNorms);
+  } else {
+    // FSDP's: the shards' norms ** 2 summed over the shard group, plus the
+    // whole gradients' (counted once), ** 0.5.
+    Value sq = b.call("aten::pow.Tensor_Scalar",
+                      {normOfNorms(shardedNorms), b.f64(2.0)}, f32);
+    auto groupSize = module->getAttrOfType<IntegerAttr>("fsdp.shard_group_size");
+    if (groupSize && groupSize.getInt() > 1) {
+      auto start = AllReduceStartOp::create(
+          ob, last.getLoc(), FutureType::get(ctx, f32), sq,
+          CommGroupAttr::get(ctx, CommGroup::shard),
+          ReduceOpAttr::get(ctx, ReduceOp::sum));
+      sq = WaitOp::create(ob, last.getLoc(), f32, start.getResult());
+    }
+    if (!wholeNorms.empty())
+      sq = b.add(sq, b.call("aten::pow.Tensor_Scalar",
+                            {normOfNorms(wholeNorms), b.f64(2.0)}, f32));
+    totalNorm = b.call("aten::pow.Tensor_Scalar", {sq, b.f64(0.5)}, f32);
+  }
+  // clip_coef = max_norm / (total_norm + 1e-6) (Python's float / tensor is
+  // reciprocal * float), clamped to 1.
+  Value recip = b.unary("aten::reciprocal", b.addScalar(totalNorm, 1e-6));
+  Value coef = b.mulScalar(recip, maxGradNorm);
+  return b.call("aten::clamp", {coef, b.none(), b.f64(1.0)}, f32);
 }
 
 } // namespace

@@ -29,6 +29,10 @@ void addOptimizer(OpPassManager &pm, const Options &options) {
   optimizer.dampening = options.dampening;
   optimizer.maximize = options.maximize;
   optimizer.amsgrad = options.amsgrad;
+  optimizer.maxGradNorm = options.maxGradNorm;
+  optimizer.lrSchedule = options.lrSchedule;
+  optimizer.warmupSteps = options.warmupSteps;
+  optimizer.totalSteps = options.totalSteps;
   optimizer.weightDecay = options.weightDecay;
   optimizer.beta1 = options.beta1;
   optimizer.beta2 = options.beta2;

@@ -154,6 +154,15 @@ static void validate(const Plan &plan, const std::string &path) {
   for (int64_t out : plan.outputs)
     if (out < 0 || out >= plan.numSlots)
       throw Error("plan '" + path + "': an output slot is out of range");
+  // A metric is a named output (a scalar), reported beside the loss under
+  // its own name.
+  std::set<std::string> metricNames;
+  for (const auto &[name, output] : plan.metrics)
+    if (output < 1 || output >= static_cast<int64_t>(plan.outputs.size()) ||
+        !metricNames.insert(name).second ||
+        (name != "lr" && name != "grad_norm"))
+      throw Error("plan '" + path + "': metric '" + name +
+                  "' is not a known metric of a distinct output");
   for (size_t i = 0; i < plan.instructions.size(); ++i) {
     const Instruction &inst = plan.instructions[i];
     for (int64_t s : inst.free)
@@ -342,6 +351,10 @@ Plan loadPlan(const std::string &path) {
       plan.inputs.push_back({i.at("name").get<std::string>(), parseType(i),
                              i.at("slot").get<int64_t>()});
     plan.outputs = j.at("outputs").get<std::vector<int64_t>>();
+    if (j.contains("metrics"))
+      for (const json &m : j.at("metrics"))
+        plan.metrics.emplace_back(m.at("name").get<std::string>(),
+                                  m.at("output").get<int64_t>());
     for (const json &i : j.at("instructions")) {
       Instruction inst;
       std::string kind = i.at("kind").get<std::string>();

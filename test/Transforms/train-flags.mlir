@@ -7,6 +7,7 @@
 // RUN: not fsdp-opt %s --loss mse --target t:2x3xf32 --optimizer adamw --momentum 0.9 2>&1 | FileCheck %s --check-prefix=MOMENTUM
 // RUN: not fsdp-opt %s --loss mse --target t:2x3xf32 --optimizer sgd --amsgrad 2>&1 | FileCheck %s --check-prefix=AMSGRAD
 // RUN: not fsdp-opt %s --loss mse --target t:2x3xf32 --optimizer adam --dampening 0.1 2>&1 | FileCheck %s --check-prefix=DAMPENING
+// RUN: not fsdp-opt %s --loss mse --target t:2x3xf32 --optimizer sgd --warmup-steps 10 2>&1 | FileCheck %s --check-prefix=WARMUP
 // RUN: not fsdp-opt %s --loss mse --target t:2x3xf32 --optimizer rmsprop -o %t.out 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not test -e %t.out
 // NOLOSS: error: --optimizer needs --loss: the training step is built from a loss
@@ -17,6 +18,7 @@
 // MOMENTUM: error: --momentum applies to --optimizer sgd, not adamw
 // AMSGRAD: error: --amsgrad applies to --optimizer adam or adamw, not sgd
 // DAMPENING: error: --dampening applies to --optimizer sgd, not adam
+// WARMUP: error: --warmup-steps needs --lr-schedule constant|linear|cosine
 // UNKNOWN: error: unknown optimizer 'rmsprop': expected sgd, adam or adamw
 module {
   fsdp.param @fc.weight : tensor<3x4xf32> in "fc" : "torch.nn.modules.linear.Linear"

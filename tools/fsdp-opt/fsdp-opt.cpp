@@ -88,6 +88,27 @@ static llvm::cl::opt<bool> amsgradFlag(
     llvm::cl::desc("Adam/AdamW: the AMSGrad variant (normalize by the running "
                    "maximum of the second moment)"),
     llvm::cl::init(false), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<double> maxGradNormFlag(
+    "max-grad-norm",
+    llvm::cl::desc("Clip the gradients' total 2-norm over the whole model to "
+                   "this, as clip_grad_norm_ (0: no clipping); --metrics "
+                   "reports grad_norm"),
+    llvm::cl::init(0.0), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> lrScheduleFlag(
+    "lr-schedule",
+    llvm::cl::desc("Learning-rate schedule: constant, linear or cosine, with "
+                   "--warmup-steps and --total-steps (transformers' "
+                   "get_*_schedule_with_warmup); --metrics reports lr"),
+    llvm::cl::value_desc("NAME"), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<int64_t> warmupStepsFlag(
+    "warmup-steps",
+    llvm::cl::desc("With --lr-schedule: steps of linear warmup from 0 (0)"),
+    llvm::cl::init(0), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<int64_t> totalStepsFlag(
+    "total-steps",
+    llvm::cl::desc("With --lr-schedule linear or cosine: the steps over which "
+                   "the learning rate decays to 0"),
+    llvm::cl::init(0), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<double> beta1Flag("beta1",
                                        llvm::cl::desc("Adam/AdamW beta1 (0.9)"),
                                        llvm::cl::init(0.9),
@@ -445,6 +466,8 @@ static LogicalResult checkTrainFlags() {
     for (const llvm::cl::Option *o :
          Flags{&optimizerFlag, &lrFlag, &weightDecayFlag, &momentumFlag,
                &nesterovFlag, &dampeningFlag, &maximizeFlag, &amsgradFlag,
+               &lrScheduleFlag, &warmupStepsFlag, &totalStepsFlag,
+               &maxGradNormFlag,
                &beta1Flag, &beta2Flag, &epsFlag, std::addressof(targetSpecs)})
       if (given(*o))
         return error("--" + o->ArgStr +
@@ -453,6 +476,11 @@ static LogicalResult checkTrainFlags() {
   }
   if (!given(optimizerFlag))
     return error("--loss needs --optimizer sgd|adam|adamw");
+  if (!given(lrScheduleFlag))
+    for (const llvm::cl::Option *o : Flags{&warmupStepsFlag, &totalStepsFlag})
+      if (given(*o))
+        return error("--" + o->ArgStr +
+                     " needs --lr-schedule constant|linear|cosine");
   if (optimizerFlag == "sgd") {
     for (const llvm::cl::Option *o :
          Flags{&beta1Flag, &beta2Flag, &epsFlag, &amsgradFlag})
@@ -484,6 +512,10 @@ static void setTrainOptions(Options &options) {
   options.dampening = dampeningFlag;
   options.maximize = maximizeFlag;
   options.amsgrad = amsgradFlag;
+  options.maxGradNorm = maxGradNormFlag;
+  options.lrSchedule = lrScheduleFlag;
+  options.warmupSteps = warmupStepsFlag;
+  options.totalSteps = totalStepsFlag;
   options.beta1 = beta1Flag;
   options.beta2 = beta2Flag;
   options.eps = epsFlag;

@@ -64,6 +64,18 @@ struct TrainStepOptionsBase : public mlir::PassPipelineOptions<Derived> {
                      llvm::cl::init(false)};
   Opt<bool> amsgrad{*this, "amsgrad", llvm::cl::desc("Adam/AdamW AMSGrad"),
                     llvm::cl::init(false)};
+  Opt<double> maxGradNorm{*this, "max-grad-norm",
+                          llvm::cl::desc("Gradient clipping (0: none)"),
+                          llvm::cl::init(0.0)};
+  Opt<std::string> lrSchedule{
+      *this, "lr-schedule",
+      llvm::cl::desc("constant, linear or cosine (empty: none)"),
+      llvm::cl::init("")};
+  Opt<int64_t> warmupSteps{*this, "warmup-steps",
+                           llvm::cl::desc("Warmup steps"), llvm::cl::init(0)};
+  Opt<int64_t> totalSteps{*this, "total-steps",
+                          llvm::cl::desc("Total steps of the schedule"),
+                          llvm::cl::init(0)};
   Opt<double> weightDecay{
       *this, "weight-decay",
       llvm::cl::desc("Weight decay (negative: the optimizer's default)"),

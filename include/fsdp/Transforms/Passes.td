@@ -93,6 +93,24 @@ def Optimizer : Pass<"fsdp-optimizer", "mlir::ModuleOp"> {
       Python computes them), `p -= step_size * exp_avg / (sqrt(exp_avg_sq) /
       sqrt(bc2) + eps)`.
 
+    With `lr-schedule` (`constant`, `linear` or `cosine`, the formulas of
+    `transformers`' `get_constant_schedule_with_warmup`,
+    `get_linear_schedule_with_warmup` and `get_cosine_schedule_with_warmup`
+    with `warmup-steps` and `total-steps`, as `torch.optim.lr_scheduler
+    .LambdaLR` applies them: step k, counting from 0, uses `lr * lambda(k)`)
+    the learning rate is a value of the step, computed in f64 from the step
+    count `optim:step`, and the step returns it as an output named `lr`
+    (result attribute `fsdp.metric`), which `fsdp-run --metrics` reports.
+
+    With `max-grad-norm` the gradients are clipped first, as
+    `torch.nn.utils.clip_grad_norm_` and FSDP's `clip_grad_norm_` do: each
+    gradient's 2-norm where it is complete, the total over the model (a
+    rank's shards of the flat parameters: their norms squared, summed over
+    the shard group by an all-reduce; whole gradients counted once), and
+    every gradient times `min(1, max_norm / (total + 1e-6))`; every update
+    then follows the last gradient. The step returns the total norm as an
+    output named `grad_norm`.
+
     Optimizer state is declared as `fsdp.optim_state` symbols named
     `PARAM:momentum_buffer`, `PARAM:exp_avg`, `PARAM:exp_avg_sq`,
     `PARAM:max_exp_avg_sq`.
@@ -125,6 +143,15 @@ def Optimizer : Pass<"fsdp-optimizer", "mlir::ModuleOp"> {
            "Maximize the objective (the gradient negated)">,
     Option<"amsgrad", "amsgrad", "bool", /*default=*/"false",
            "Adam/AdamW: normalize by the running maximum of exp_avg_sq">,
+    Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",
+           "Clip the gradients' total 2-norm to this (0: no clipping)">,
+    Option<"lrSchedule", "lr-schedule", "std::string", /*default=*/"\"\"",
+           "Learning-rate schedule: constant, linear or cosine (empty: the "
+           "learning rate is a constant of the plan)">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0",
+           "Steps of linear warmup from 0 to lr">,
+    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0",
+           "Steps over which linear and cosine decay to 0">,
     Option<"weightDecay", "weight-decay", "double", /*default=*/"-1.0",
            "Weight decay (negative: PyTorch's default, 0 for sgd and adam, "
            "0.01 for adamw)">,

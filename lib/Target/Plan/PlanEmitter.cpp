@@ -447,6 +447,15 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
   lines("state", state, false);
   lines("inputs", inputs, false);
   os << "  \"outputs\": " << json::Value(std::move(outputs)) << ",\n";
+  // Outputs that are per-step metrics (the scheduled learning rate), by
+  // name; absent when there are none.
+  json::Array metrics;
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (auto name = func.getResultAttrOfType<StringAttr>(i, kMetricAttr))
+      metrics.push_back(json::Object{{"name", name.getValue()},
+                                     {"output", int64_t(i)}});
+  if (!metrics.empty())
+    os << "  \"metrics\": " << json::Value(std::move(metrics)) << ",\n";
   lines("instructions", instructions, true);
   os << "}\n";
   return success();

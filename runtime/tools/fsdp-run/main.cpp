@@ -621,6 +621,13 @@ void runRank(const Options &o, const RankInfo &info,
                 static_cast<long long>(steps));
     if (hasLoss)
       std::printf("  loss %.6f", loss);
+    // The plan's per-step metrics (the scheduled learning rate): rank 0's
+    // value, the same on every rank.
+    std::vector<std::pair<std::string, double>> stepMetrics;
+    for (const auto &[name, output] : plan.metrics) {
+      stepMetrics.emplace_back(name, outputs.at(output).item<double>());
+      std::printf("  %s %.6g", name.c_str(), stepMetrics.back().second);
+    }
     std::printf("  %.1f ms  peak %.2f MB%s\n", ms, executor.peakBytes() / 1e6,
                 info.worldSize > 1 ? " (rank 0)" : "");
     std::fflush(stdout);
@@ -631,6 +638,8 @@ void runRank(const Options &o, const RankInfo &info,
                           {"peak_bytes", executor.peakBytes()},
                           {"allocator_peak_bytes", stepAllocatorPeak}};
       line["loss"] = hasLoss ? nlohmann::json(loss) : nlohmann::json(nullptr);
+      for (const auto &[name, value] : stepMetrics)
+        line[name] = value;
       // One line per step, as it happens: others may follow the run.
       writeMetrics(line);
     }

@@ -132,6 +132,8 @@ struct Plan {
   std::vector<StateEntry> state;
   std::vector<InputEntry> inputs;
   std::vector<int64_t> outputs;
+  /// Outputs that are per-step metrics (`lr`): name and output index.
+  std::vector<std::pair<std::string, int64_t>> metrics;
   std::vector<Instruction> instructions;
 };
 

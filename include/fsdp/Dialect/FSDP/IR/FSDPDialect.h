@@ -49,6 +49,10 @@ inline constexpr llvm::StringLiteral kWaitBeforeAttr = "fsdp.wait_before";
 /// ShardingStrategyAttr), set by fsdp-shard.
 inline constexpr llvm::StringLiteral kShardingAttr = "fsdp.sharding";
 
+/// A result attribute of the step function: the output is a per-step
+/// metric with this name (`lr`), which `fsdp-run --metrics` reports.
+inline constexpr llvm::StringLiteral kMetricAttr = "fsdp.metric";
+
 /// The module attribute the importer records, as [name, bytes] pairs, the
 /// module tensors whose values it read from the archive (tensors used as
 /// constants that are neither parameters nor buffers); the values of
