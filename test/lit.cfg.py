@@ -19,6 +19,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 fixtures = os.path.join(config.fsdp_src_root, "test", "fixtures")
 config.substitutions.append(("%fixtures", fixtures))
+config.substitutions.append(("%fsdp_bin", config.fsdp_tools_dir))
 config.substitutions.append(("%python", config.torch_python))
 config.substitutions.append(
     ("%export", "%s %s" % (config.torch_python, os.path.join(fixtures, "export.py")))

@@ -1,0 +1,191 @@
+"""fsdp-opt from Python: export a module, compile its sharded training step,
+train it on local ranks, read what happened and load the result back.
+
+    import sys; sys.path.insert(0, "python")       # the repository's python/
+    import torch, fsdp_opt
+
+    fsdp_opt.export(model, "model.pt", {"x": torch.randn(8, 32)},
+                    targets={"y": torch.randint(0, 10, (8,))})
+    plan = fsdp_opt.compile("model.pt", "model.plan", loss="cross_entropy",
+                            optimizer="adamw", lr=1e-3, world_size=2,
+                            sharding="FULL_SHARD", memory_report=True)
+    print(plan.world_size, plan.predicted_peak_bytes)
+    fsdp_opt.save_batches("data.pt", {"x": xs, "y": ys})   # [steps, 2 * 8, ...]
+    run = fsdp_opt.train(plan, "model.pt", "data.pt", save="final.pt")
+    print([m["loss"] for m in run.steps], run.summary["peak_bytes"])
+    fsdp_opt.load_into(model, "final.pt")
+
+`compile` takes fsdp-opt's options as keyword arguments: the flag's name
+with `_` for `-` (`backward_prefetch="BACKWARD_POST"`, `max_grad_norm=1.0`,
+`lr_schedule="cosine"`), True for a flag without a value, a list for a
+repeatable flag (`wrap_class=["Block"]`). `train` runs `fsdp-run --nproc`
+with the plan's world size. The binaries are FSDP_OPT_BIN's, else the
+repository's build/bin, else those on PATH. Errors of either tool raise
+FsdpOptError with the tool's message. Works with the torch of
+/usr/bin/python3 (1.13) and torch 2.x.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+import torch
+
+import fsdp_export
+
+__all__ = ["FsdpOptError", "Plan", "Run", "export", "compile", "save_batches",
+           "train", "load_into", "binary"]
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class FsdpOptError(RuntimeError):
+    """fsdp-opt or fsdp-run failed; the message is theirs."""
+
+
+def binary(name):
+    """The path of fsdp-opt or fsdp-run."""
+    for folder in (os.environ.get("FSDP_OPT_BIN"), os.path.join(_REPO, "build", "bin")):
+        if folder and os.access(os.path.join(folder, name), os.X_OK):
+            return os.path.join(folder, name)
+    found = shutil.which(name)
+    if not found:
+        raise FsdpOptError(f"{name} not found: build it (scripts/build.sh) or set FSDP_OPT_BIN")
+    return found
+
+
+def _run(cmd):
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if done.returncode:
+        # The first error line (MLIR may follow it with the whole module).
+        text = done.stderr.strip() or done.stdout.strip()
+        errors = [line for line in text.splitlines() if "error:" in line]
+        message = errors[0] if errors else text
+        raise FsdpOptError(f"{os.path.basename(cmd[0])} failed (status {done.returncode}): "
+                           f"{message}")
+    return done.stdout
+
+
+def export(module, path, inputs, targets=None, method="trace", weights=True):
+    """Saves `module` as TorchScript with its input (and loss target) specs:
+    python/fsdp_export.py's save. weights=False saves shapes only."""
+    return fsdp_export.save(module, path, inputs, method=method, targets=targets,
+                            weights=weights)
+
+
+def _flags(options):
+    flags = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is None or value is False:
+            continue
+        if value is True:
+            flags.append(flag)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                flags += [flag, str(item)]
+        else:
+            flags += [flag, repr(value) if isinstance(value, float) else str(value)]
+    return flags
+
+
+class Plan:
+    """A compiled plan: its file, what it was compiled for, and (with
+    memory_report=True) the predicted memory of one rank."""
+
+    def __init__(self, path, memory=None):
+        self.path = path
+        with open(path) as f:
+            header = json.load(f)
+        self.world_size = header["world_size"]
+        self.shard_group_size = header["shard_group_size"]
+        self.sharding = header["sharding"]
+        self.function = header["function"]
+        self.metrics = [m["name"] for m in header.get("metrics", [])]
+        self.memory = memory
+
+    @property
+    def predicted_peak_bytes(self):
+        """The predicted peak of one rank (compile with memory_report=True)."""
+        if self.memory is None:
+            raise FsdpOptError("compiled without memory_report=True")
+        return self.memory["peak_bytes"]
+
+    def __repr__(self):
+        return (f"Plan({self.path!r}, {self.sharding or 'unsharded'} on "
+                f"{self.world_size} ranks)")
+
+
+def compile(model, plan, memory_report=False, **options):
+    """Compiles `model` (a TorchScript archive) into the plan file `plan`
+    with fsdp-opt's options as keyword arguments; returns a Plan."""
+    cmd = [binary("fsdp-opt"), model, *_flags(options), "--emit", "plan", "-o", plan]
+    memory = None
+    with tempfile.TemporaryDirectory() as tmp:
+        if memory_report:
+            report = os.path.join(tmp, "memory.json")
+            cmd += ["--memory-report-json", report]
+        _run(cmd)
+        if memory_report:
+            with open(report) as f:
+                memory = json.load(f)
+    return Plan(plan, memory)
+
+
+def save_batches(path, batches):
+    """Writes fsdp-run's data file: name -> tensor whose first dimension is
+    the step, then the global batch (every rank's samples)."""
+    for name, t in batches.items():
+        if not isinstance(t, torch.Tensor) or t.dim() < 1:
+            raise ValueError(f"batch {name!r} must be a tensor with a leading [steps] dimension")
+    torch.save(dict(batches), path)
+
+
+class Run:
+    """What fsdp-run wrote to --metrics: one dict per step (`loss`,
+    `step_ms`, `peak_bytes`, and `lr` / `grad_norm` where the plan has
+    them) and the summary."""
+
+    def __init__(self, lines, output):
+        self.steps = [line for line in lines if not line.get("summary")]
+        summaries = [line for line in lines if line.get("summary")]
+        self.summary = summaries[-1] if summaries else {}
+        self.output = output
+
+    @property
+    def losses(self):
+        return [line["loss"] for line in self.steps]
+
+    def __repr__(self):
+        return f"Run({len(self.steps)} steps, losses {self.losses})"
+
+
+def train(plan, model, data, steps=None, save=None, threads=None, nproc=None):
+    """Runs `plan` (a Plan or a path) with fsdp-run on local ranks
+    (`nproc`: the plan's world size by default) and returns a Run. `save`:
+    where rank 0 writes the final parameters and buffers (FQN -> tensor)."""
+    if not isinstance(plan, Plan):
+        plan = Plan(plan)
+    with tempfile.TemporaryDirectory() as tmp:
+        metrics = os.path.join(tmp, "metrics.jsonl")
+        cmd = [binary("fsdp-run"), plan.path, "--model", model, "--data", data,
+               "--metrics", metrics, "--nproc", str(nproc or plan.world_size)]
+        if steps is not None:
+            cmd += ["--steps", str(steps)]
+        if threads is not None:
+            cmd += ["--threads", str(threads)]
+        if save is not None:
+            cmd += ["--save", save]
+        output = _run(cmd)
+        with open(metrics) as f:
+            lines = [json.loads(line) for line in f if line.strip()]
+    return Run(lines, output)
+
+
+def load_into(module, saved, strict=True):
+    """Loads what fsdp-run --save wrote (parameters and persistent buffers,
+    by FQN) into `module` with load_state_dict; returns its result."""
+    state = torch.load(saved)
+    return module.load_state_dict(state, strict=strict)
