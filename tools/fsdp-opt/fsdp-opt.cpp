@@ -476,6 +476,10 @@ static LogicalResult checkTrainFlags() {
   }
   if (!given(optimizerFlag))
     return error("--loss needs --optimizer sgd|adam|adamw");
+  if (optimizerFlag != "sgd" && optimizerFlag != "adam" &&
+      optimizerFlag != "adamw")
+    return error("unknown optimizer '" + optimizerFlag +
+                 "': expected sgd, adam or adamw");
   if (!given(lrScheduleFlag))
     for (const llvm::cl::Option *o : Flags{&warmupStepsFlag, &totalStepsFlag})
       if (given(*o))
