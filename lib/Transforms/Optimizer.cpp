@@ -10,6 +10,7 @@
 
 #include "fsdp/Dialect/ATen/IR/ATenBuilder.h"
 #include "fsdp/Transforms/Passes.h"
+#include "fsdp/runtime/PlanSchema.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -374,19 +375,21 @@ LogicalResult Optimizer::run(ModuleOp module) {
     grad.erase();
   // The step's learning rate and gradient norm are outputs the runtime
   // reports as `lr` and `grad_norm`.
-  for (auto [value, name] : {std::pair(lrValue, "lr"),
-                             std::pair(totalNorm, "grad_norm")}) {
+  for (auto [value, name] : {std::pair(lrValue, plan::kMetricLr),
+                             std::pair(totalNorm, plan::kMetricGradNorm)}) {
     if (!value)
       continue;
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
     unsigned index = ret.getNumOperands();
     ret->insertOperands(index, value);
-    NamedAttribute metric(StringAttr::get(module.getContext(), kMetricAttr),
-                          StringAttr::get(module.getContext(), name));
+    NamedAttribute metric(
+        StringAttr::get(module.getContext(), kMetricAttr),
+        StringAttr::get(module.getContext(), StringRef(name.data(), name.size())));
     if (failed(func.insertResult(
             index, value.getType(),
             DictionaryAttr::get(module.getContext(), {metric}))))
-      return func.emitOpError("cannot return the metric ") << name;
+      return func.emitOpError("cannot return the metric ")
+             << StringRef(name.data(), name.size());
   }
   return success();
 }

@@ -209,19 +209,8 @@ void fsdp::printScheduleReport(ModuleOp module, raw_ostream &os) {
 // Memory
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-/// A prediction and what names its places.
-struct MemoryReport {
-  MemoryPrediction prediction;
-  std::string peakOp, peakModule, peakPhase;
-  /// The module path of each unit's flat parameter ("" for the root).
-  llvm::StringMap<std::string> unitModules;
-};
-
-} // namespace
-
-static FailureOr<MemoryReport> predict(ModuleOp module, StringRef entry) {
+FailureOr<MemoryReport> fsdp::predictMemoryReport(ModuleOp module,
+                                                 StringRef entry) {
   auto func = module.lookupSymbol<func::FuncOp>(entry);
   if (!func)
     return module.emitError("no function @") << entry << " to predict";
@@ -230,6 +219,8 @@ static FailureOr<MemoryReport> predict(ModuleOp module, StringRef entry) {
     return failure();
   MemoryReport report;
   report.prediction = std::move(*prediction);
+  if (auto world = module->getAttrOfType<IntegerAttr>("fsdp.world_size"))
+    report.worldSize = world.getInt();
   if (Operation *op = report.prediction.peakOp) {
     if (auto call = dyn_cast<aten::CallOp>(op)) {
       report.peakOp = call.getOverload().str();
@@ -248,21 +239,15 @@ static FailureOr<MemoryReport> predict(ModuleOp module, StringRef entry) {
   return report;
 }
 
-LogicalResult fsdp::printMemoryReport(ModuleOp module, StringRef entry,
-                                      raw_ostream &os) {
-  FailureOr<MemoryReport> report = predict(module, entry);
-  if (failed(report))
-    return failure();
-  const MemoryPrediction &p = report->prediction;
-  auto world = module->getAttrOfType<IntegerAttr>("fsdp.world_size");
-  os << "memory: one rank of " << (world ? world.getInt() : 1)
-     << ", one step (bytes of live tensor storages, as fsdp-run counts them)\n";
+void fsdp::printMemoryReport(const MemoryReport &report, raw_ostream &os) {
+  const MemoryPrediction &p = report.prediction;
+  os << "memory: one rank of " << report.worldSize << ", one step (bytes of live tensor storages, as fsdp-run counts them)\n";
   os << "peak " << formatBytes(p.peakBytes) << " (" << p.peakBytes
      << " bytes) during instruction #" << p.peakInstruction << " ("
-     << report->peakOp;
-  if (!report->peakModule.empty())
-    os << " in module " << report->peakModule;
-  os << ", " << report->peakPhase << ")\n";
+     << report.peakOp;
+  if (!report.peakModule.empty())
+    os << " in module " << report.peakModule;
+  os << ", " << report.peakPhase << ")\n";
   for (size_t c = 0; c < kNumMemoryCategories; ++c)
     os << llvm::format("  %-22s", memoryCategoryName(MemoryCategory(c)).str().c_str())
        << formatBytes(p.breakdown[c]) << "\n";
@@ -271,22 +256,18 @@ LogicalResult fsdp::printMemoryReport(ModuleOp module, StringRef entry,
   if (!p.units.empty()) {
     os << "peak while a unit's parameters are gathered:\n";
     for (const MemoryPrediction::Unit &u : p.units) {
-      std::string path = report->unitModules.lookup(u.unit);
+      std::string path = report.unitModules.lookup(u.unit);
       os << "  " << (path.empty() ? "(root)" : path) << " "
          << phaseName(u.phase) << " "
          << formatBytes(u.peakBytes) << " (instructions #" << u.start << "-#"
          << u.end << ")\n";
     }
   }
-  return success();
 }
 
-LogicalResult fsdp::writeMemoryReportJSON(ModuleOp module, StringRef entry,
-                                          raw_ostream &os) {
-  FailureOr<MemoryReport> report = predict(module, entry);
-  if (failed(report))
-    return failure();
-  const MemoryPrediction &p = report->prediction;
+void fsdp::writeMemoryReportJSON(const MemoryReport &report,
+                                 raw_ostream &os) {
+  const MemoryPrediction &p = report.prediction;
   llvm::json::Object breakdown;
   for (size_t c = 0; c < kNumMemoryCategories; ++c)
     breakdown[memoryCategoryName(MemoryCategory(c))] = p.breakdown[c];
@@ -294,26 +275,24 @@ LogicalResult fsdp::writeMemoryReportJSON(ModuleOp module, StringRef entry,
   for (const MemoryPrediction::Unit &u : p.units)
     units.push_back(llvm::json::Object{
         {"unit", u.unit},
-        {"module", report->unitModules.lookup(u.unit)},
+        {"module", report.unitModules.lookup(u.unit)},
         {"phase", phaseName(u.phase)},
         {"first_instruction", u.start},
         {"last_instruction", u.end},
         {"peak_bytes", u.peakBytes}});
-  auto world = module->getAttrOfType<IntegerAttr>("fsdp.world_size");
   llvm::json::Object root{
-      {"world_size", world ? world.getInt() : 1},
+      {"world_size", report.worldSize},
       {"peak_bytes", p.peakBytes},
       {"peak_instruction", p.peakInstruction},
-      {"peak_op", report->peakOp},
-      {"peak_module", report->peakModule},
-      {"peak_phase", report->peakPhase},
+      {"peak_op", report.peakOp},
+      {"peak_module", report.peakModule},
+      {"peak_phase", report.peakPhase},
       {"start_bytes", p.startBytes},
       {"breakdown", std::move(breakdown)},
       {"units", std::move(units)},
       {"timeline", llvm::json::Array(p.timeline)},
       {"instruction_peak", llvm::json::Array(p.instructionPeak)}};
   os << llvm::json::Value(std::move(root)) << "\n";
-  return success();
 }
 
 namespace {
@@ -323,10 +302,13 @@ struct MemoryReportPass : public fsdp::impl::MemoryReportBase<MemoryReportPass> 
   void runOnOperation() override {
     ModuleOp module = getOperation();
     StringRef entry = module.lookupSymbol("train_step") ? "train_step" : "forward";
-    LogicalResult printed = json ? writeMemoryReportJSON(module, entry, llvm::outs())
-                                 : printMemoryReport(module, entry, llvm::outs());
-    if (failed(printed))
-      signalPassFailure();
+    FailureOr<MemoryReport> report = predictMemoryReport(module, entry);
+    if (failed(report))
+      return signalPassFailure();
+    if (json)
+      writeMemoryReportJSON(*report, llvm::outs());
+    else
+      printMemoryReport(*report, llvm::outs());
     markAllAnalysesPreserved();
   }
 };

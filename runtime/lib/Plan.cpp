@@ -159,8 +159,7 @@ static void validate(const Plan &plan, const std::string &path) {
   std::set<std::string> metricNames;
   for (const auto &[name, output] : plan.metrics)
     if (output < 1 || output >= static_cast<int64_t>(plan.outputs.size()) ||
-        !metricNames.insert(name).second ||
-        (name != "lr" && name != "grad_norm"))
+        !metricNames.insert(name).second || !plan::isMetric(name))
       throw Error("plan '" + path + "': metric '" + name +
                   "' is not a known metric of a distinct output");
   for (size_t i = 0; i < plan.instructions.size(); ++i) {

@@ -672,11 +672,19 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
   // The whole training step when there is one, else the forward.
   llvm::StringRef entry =
       module->lookupSymbol("train_step") ? "train_step" : "forward";
+  // One prediction for the text report and the JSON.
+  std::optional<fsdp::MemoryReport> memory;
+  if (memoryReportFlag || !memoryReportJSONFlag.empty()) {
+    FailureOr<fsdp::MemoryReport> report =
+        fsdp::predictMemoryReport(*module, entry);
+    if (failed(report))
+      return failure();
+    memory = std::move(*report);
+  }
   if (memoryReportFlag) {
     llvm::raw_ostream &os =
         outputFilename == "-" ? llvm::errs() : llvm::outs();
-    if (failed(fsdp::printMemoryReport(*module, entry, os)))
-      return failure();
+    fsdp::printMemoryReport(*memory, os);
   }
   std::unique_ptr<llvm::ToolOutputFile> memoryJSON;
   if (!memoryReportJSONFlag.empty()) {
@@ -685,8 +693,7 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
       llvm::errs() << "error: " << error << "\n";
       return failure();
     }
-    if (failed(fsdp::writeMemoryReportJSON(*module, entry, memoryJSON->os())))
-      return failure();
+    fsdp::writeMemoryReportJSON(*memory, memoryJSON->os());
   }
   TimingScope outputTiming = timing.nest("Output");
   if (emitKind == EmitKind::Plan) {

@@ -2,7 +2,10 @@
 #ifndef FSDP_TRANSFORMS_REPORT_H
 #define FSDP_TRANSFORMS_REPORT_H
 
+#include "fsdp/Analysis/MemoryModel.h"
+
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
@@ -28,19 +31,28 @@ void printValuesRead(mlir::ModuleOp module, llvm::raw_ostream &os);
 /// the most gathered buffers and reductions in flight at once.
 void printScheduleReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 
-/// Prints the predicted memory of one rank during the step `entry` (the
-/// memory model of fsdp/Analysis/MemoryModel.h): the peak, where it occurs
-/// and what it holds, and the peak while each unit is gathered
-/// (`fsdp-opt --memory-report`). Fails at an op it cannot model.
-mlir::LogicalResult printMemoryReport(mlir::ModuleOp module,
-                                      llvm::StringRef entry,
-                                      llvm::raw_ostream &os);
+/// The predicted memory of one rank during the step `entry` (the memory
+/// model of fsdp/Analysis/MemoryModel.h), with the names of its places.
+struct MemoryReport {
+  MemoryPrediction prediction;
+  int64_t worldSize = 1;
+  std::string peakOp, peakModule, peakPhase;
+  /// The module path of each unit's flat parameter ("" for the root).
+  llvm::StringMap<std::string> unitModules;
+};
+
+/// Predicts `module`'s step `entry`; fails at an op the model cannot
+/// simulate (the diagnostic says which).
+mlir::FailureOr<MemoryReport> predictMemoryReport(mlir::ModuleOp module,
+                                                  llvm::StringRef entry);
+
+/// Prints the report: the peak, where it occurs and what it holds, and the
+/// peak while each unit is gathered (`fsdp-opt --memory-report`).
+void printMemoryReport(const MemoryReport &report, llvm::raw_ostream &os);
 
 /// The same as JSON (`--memory-report-json`): peak_bytes, the peak's place,
 /// breakdown, units, and the live bytes after each instruction (timeline).
-mlir::LogicalResult writeMemoryReportJSON(mlir::ModuleOp module,
-                                          llvm::StringRef entry,
-                                          llvm::raw_ostream &os);
+void writeMemoryReportJSON(const MemoryReport &report, llvm::raw_ostream &os);
 
 } // namespace fsdp
 

@@ -1308,6 +1308,23 @@ jit::Stack Importer::typeWithoutMeta(jit::Node *node,
     return cpuStack;
   };
 
+  // The tensor results of a run, and meta tensors of their dtypes with the
+  // shape function's shapes.
+  auto tensorsOf = [](const jit::Stack &ran) {
+    std::vector<at::Tensor> results;
+    for (const c10::IValue &r : ran)
+      if (r.isTensor())
+        results.push_back(r.toTensor());
+    return results;
+  };
+  auto withShapes = [&](const std::vector<at::Tensor> &results) {
+    jit::Stack typed;
+    for (size_t i = 0; i < results.size(); ++i)
+      typed.push_back(
+          at::empty((*shapes)[i], results[i].options().device(at::kMeta)));
+    return typed;
+  };
+
   // Kernels may copy their expanded inputs whole (.contiguous()), so the
   // inputs count too.
   bool fullFits = inputBytes <= kCpuTypingBudget &&
@@ -1370,18 +1387,11 @@ jit::Stack Importer::typeWithoutMeta(jit::Node *node,
     for (int64_t probe : {kAllOnes, kAllButLast}) {
       std::string ignored;
       std::optional<jit::Stack> ran = runOnCpu(0.0, probe, ignored);
-      std::vector<at::Tensor> results;
-      if (ran)
-        for (const c10::IValue &r : *ran)
-          if (r.isTensor())
-            results.push_back(r.toTensor());
-      if (!ran || results.size() != shapes->size())
+      if (!ran)
         continue;
-      jit::Stack typed;
-      for (size_t i = 0; i < results.size(); ++i)
-        typed.push_back(
-            at::empty((*shapes)[i], results[i].options().device(at::kMeta)));
-      return typed;
+      std::vector<at::Tensor> results = tensorsOf(*ran);
+      if (results.size() == shapes->size())
+        return withShapes(results);
     }
     if (inputBytes <= kCpuTypingBudget && resultBytes <= kCpuTypingBudget)
       if (std::optional<jit::Stack> whole = runOnCpu(0.0, 0, error))
@@ -1393,10 +1403,7 @@ jit::Stack Importer::typeWithoutMeta(jit::Node *node,
   if (!sample)
     tooLarge("it does not run on one sample of its inputs (" + error + ")");
   // The sample's results must be the shape function's, one sample smaller.
-  std::vector<at::Tensor> results;
-  for (const c10::IValue &r : *sample)
-    if (r.isTensor())
-      results.push_back(r.toTensor());
+  std::vector<at::Tensor> results = tensorsOf(*sample);
   bool agree = results.size() == shapes->size();
   for (size_t i = 0; agree && i < results.size(); ++i) {
     std::vector<int64_t> expected = (*shapes)[i];
@@ -1406,10 +1413,7 @@ jit::Stack Importer::typeWithoutMeta(jit::Node *node,
   }
   if (!agree)
     tooLarge("its results on one sample do not match its shape function");
-  jit::Stack typed;
-  for (size_t i = 0; i < results.size(); ++i)
-    typed.push_back(at::empty((*shapes)[i], results[i].options().device(at::kMeta)));
-  return typed;
+  return withShapes(results);
 }
 
 void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {

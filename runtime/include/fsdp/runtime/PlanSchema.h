@@ -76,6 +76,15 @@ inline std::optional<CommGroup> parseCommGroup(std::string_view text) {
   return std::nullopt;
 }
 
+/// The per-step metrics a plan may name among its outputs (its `metrics`),
+/// which fsdp-run reports under these names.
+inline constexpr std::string_view kMetricLr = "lr";
+inline constexpr std::string_view kMetricGradNorm = "grad_norm";
+
+inline constexpr bool isMetric(std::string_view name) {
+  return name == kMetricLr || name == kMetricGradNorm;
+}
+
 } // namespace fsdp::plan
 
 #endif // FSDP_RUNTIME_PLANSCHEMA_H
