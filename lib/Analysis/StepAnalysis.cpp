@@ -1,4 +1,5 @@
-//===- StepAnalysis.cpp - order, phase and aliasing in a step --------------===//
+//===- StepAnalysis.cpp - order, phase and aliasing in a step
+//--------------===//
 
 #include "fsdp/Analysis/StepAnalysis.h"
 
@@ -13,12 +14,29 @@ StepOrder::StepOrder(Block &body) : body(body) { recompute(); }
 
 void StepOrder::recompute() {
   position.clear();
+  boundaries.clear();
   backward = nullptr;
   for (Operation &op : body) {
-    position[&op] = position.size();
-    if (!backward && op.hasAttr(kBackwardStartAttr))
-      backward = &op;
+    int64_t at = position.size();
+    position[&op] = at;
+    if (op.hasAttr(kBackwardStartAttr)) {
+      if (!backward)
+        backward = &op;
+      boundaries.emplace_back(at, Phase::Backward);
+    } else if (op.hasAttr(kMicroBatchStartAttr)) {
+      boundaries.emplace_back(at, Phase::Forward);
+    }
   }
+}
+
+Phase StepOrder::phase(Operation *op) const {
+  int64_t pos = at(op);
+  // The last boundary at or before `op`.
+  auto it = llvm::upper_bound(
+      boundaries, pos, [](int64_t p, const std::pair<int64_t, Phase> &b) {
+        return p < b.first;
+      });
+  return it == boundaries.begin() ? Phase::Forward : std::prev(it)->second;
 }
 
 int64_t StepOrder::at(Operation *op) const {

@@ -20,6 +20,13 @@ void addLossAndBackward(OpPassManager &pm, const Options &options) {
 }
 
 template <typename Options>
+void addGradAccum(OpPassManager &pm, const Options &options) {
+  GradAccumOptions accum;
+  accum.microBatches = options.gradAccum;
+  pm.addPass(createGradAccum(accum));
+}
+
+template <typename Options>
 void addOptimizer(OpPassManager &pm, const Options &options) {
   OptimizerOptions optimizer;
   optimizer.optimizer = options.optimizer;
@@ -45,6 +52,7 @@ void addOptimizer(OpPassManager &pm, const Options &options) {
 void fsdp::buildTrainStepPipeline(OpPassManager &pm,
                                   const TrainStepPipelineOptions &options) {
   addLossAndBackward(pm, options);
+  addGradAccum(pm, options);
   addOptimizer(pm, options);
 }
 
@@ -77,6 +85,7 @@ void fsdp::buildShardedStepPipeline(OpPassManager &pm,
   shard.shardGroupSize = options.shardGroupSize;
   shard.hybridReduction = options.hybridReduction;
   pm.addPass(createShard(shard));
+  addGradAccum(pm, options);
   addOptimizer(pm, options);
   PrefetchOptions prefetch;
   prefetch.backwardPrefetch = options.backwardPrefetch;
@@ -97,7 +106,8 @@ void fsdp::registerTransformsPassesAndPipelines() {
   PassPipelineRegistration<TrainStepPipelineOptions>(
       "fsdp-train-step",
       "The whole training step: loss, reverse-mode differentiation, "
-      "optimizer update (fsdp-append-loss, fsdp-autodiff, fsdp-optimizer)",
+      "gradient accumulation, optimizer update (fsdp-append-loss, "
+      "fsdp-autodiff, fsdp-grad-accum, fsdp-optimizer)",
       buildTrainStepPipeline);
   PassPipelineRegistration<FSDPPipelineOptions>(
       "fsdp-fully-shard",
@@ -105,8 +115,8 @@ void fsdp::registerTransformsPassesAndPipelines() {
       "reverse-mode differentiation, auto-wrap, flat parameters and "
       "collectives, the optimizer on each rank's shards, the all-gathers' "
       "schedule, verification (fsdp-append-loss, fsdp-autodiff, "
-      "fsdp-auto-wrap, fsdp-shard, fsdp-optimizer, fsdp-prefetch, "
-      "fsdp-limit-all-gathers, fsdp-limit-reductions, fsdp-apply-schedule, "
-      "fsdp-verify-plan)",
+      "fsdp-auto-wrap, fsdp-shard, fsdp-grad-accum, fsdp-optimizer, "
+      "fsdp-prefetch, fsdp-limit-all-gathers, fsdp-limit-reductions, "
+      "fsdp-apply-schedule, fsdp-verify-plan)",
       buildFSDPPipeline);
 }

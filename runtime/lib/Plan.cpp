@@ -151,6 +151,33 @@ static void validate(const Plan &plan, const std::string &path) {
     if (in.slot < 0 || in.slot >= plan.numSlots)
       throw Error("plan '" + path + "': input '" + in.name +
                   "' has an out-of-range slot");
+  // Each micro-batch takes every input once, with the same type.
+  if (plan.microBatches < 1 || plan.microBatches > (int64_t(1) << 20))
+    throw Error("plan '" + path + "': micro_batches is " +
+                std::to_string(plan.microBatches) +
+                ", expected 1 to 1048576");
+  std::map<std::string, std::pair<TensorSpec, std::set<int64_t>>> inputsByName;
+  for (const InputEntry &in : plan.inputs) {
+    if (in.microBatch < 0 || in.microBatch >= plan.microBatches)
+      throw Error("plan '" + path + "': input '" + in.name +
+                  "' is for micro-batch " + std::to_string(in.microBatch) +
+                  ", but the plan has " + std::to_string(plan.microBatches));
+    auto [it, first] = inputsByName.try_emplace(in.name, in.type, std::set<int64_t>());
+    if (!first && (it->second.first.shape != in.type.shape ||
+                   it->second.first.dtype != in.type.dtype))
+      throw Error("plan '" + path + "': input '" + in.name + "' is " +
+                  in.type.str() + " in one micro-batch and " +
+                  it->second.first.str() + " in another");
+    if (!it->second.second.insert(in.microBatch).second)
+      throw Error("plan '" + path + "': input '" + in.name +
+                  "' appears twice in micro-batch " +
+                  std::to_string(in.microBatch));
+  }
+  for (const auto &[name, entry] : inputsByName)
+    if (static_cast<int64_t>(entry.second.size()) != plan.microBatches)
+      throw Error("plan '" + path + "': input '" + name + "' feeds " +
+                  std::to_string(entry.second.size()) + " of the " +
+                  std::to_string(plan.microBatches) + " micro-batches");
   for (int64_t out : plan.outputs)
     if (out < 0 || out >= plan.numSlots)
       throw Error("plan '" + path + "': an output slot is out of range");
@@ -346,9 +373,12 @@ Plan loadPlan(const std::string &path) {
       }
       plan.state.push_back(std::move(e));
     }
+    if (j.contains("micro_batches"))
+      plan.microBatches = j.at("micro_batches").get<int64_t>();
     for (const json &i : j.at("inputs"))
       plan.inputs.push_back({i.at("name").get<std::string>(), parseType(i),
-                             i.at("slot").get<int64_t>()});
+                             i.at("slot").get<int64_t>(),
+                             i.value("micro_batch", int64_t(0))});
     plan.outputs = j.at("outputs").get<std::vector<int64_t>>();
     if (j.contains("metrics"))
       for (const json &m : j.at("metrics"))

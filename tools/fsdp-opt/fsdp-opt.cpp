@@ -94,6 +94,14 @@ static llvm::cl::opt<double> maxGradNormFlag(
                    "this, as clip_grad_norm_ (0: no clipping); --metrics "
                    "reports grad_norm"),
     llvm::cl::init(0.0), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<int64_t> gradAccumFlag(
+    "grad-accum",
+    llvm::cl::desc("Gradient accumulation: each optimizer step runs the "
+                   "forward and backward on this many consecutive micro-"
+                   "batches of the data (each reduced as it completes) and "
+                   "updates once with their sum, as (loss / K).backward() "
+                   "K times then optimizer.step()"),
+    llvm::cl::init(1), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<std::string> lrScheduleFlag(
     "lr-schedule",
     llvm::cl::desc("Learning-rate schedule: constant, linear or cosine, with "
@@ -467,7 +475,7 @@ static LogicalResult checkTrainFlags() {
          Flags{&optimizerFlag, &lrFlag, &weightDecayFlag, &momentumFlag,
                &nesterovFlag, &dampeningFlag, &maximizeFlag, &amsgradFlag,
                &lrScheduleFlag, &warmupStepsFlag, &totalStepsFlag,
-               &maxGradNormFlag,
+               &maxGradNormFlag, &gradAccumFlag,
                &beta1Flag, &beta2Flag, &epsFlag, std::addressof(targetSpecs)})
       if (given(*o))
         return error("--" + o->ArgStr +
@@ -480,6 +488,9 @@ static LogicalResult checkTrainFlags() {
       optimizerFlag != "adamw")
     return error("unknown optimizer '" + optimizerFlag +
                  "': expected sgd, adam or adamw");
+  if (gradAccumFlag < 1)
+    return error("--grad-accum must be at least 1 (the micro-batches of one "
+                 "optimizer step), not " + llvm::Twine(gradAccumFlag));
   if (!given(lrScheduleFlag))
     for (const llvm::cl::Option *o : Flags{&warmupStepsFlag, &totalStepsFlag})
       if (given(*o))
@@ -517,6 +528,7 @@ static void setTrainOptions(Options &options) {
   options.maximize = maximizeFlag;
   options.amsgrad = amsgradFlag;
   options.maxGradNorm = maxGradNormFlag;
+  options.gradAccum = gradAccumFlag;
   options.lrSchedule = lrScheduleFlag;
   options.warmupSteps = warmupStepsFlag;
   options.totalSteps = totalStepsFlag;

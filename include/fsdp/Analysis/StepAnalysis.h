@@ -21,7 +21,9 @@
 namespace fsdp {
 
 /// Where an op runs: before the loss gradient's seed, or from it on (the
-/// backward and the optimizer's updates, which follow the gradients).
+/// backward and the optimizer's updates, which follow the gradients). With
+/// gradient accumulation the phases alternate: each micro-batch's forward
+/// starts at an op marked fsdp.micro_batch_start, its backward at its seed.
 enum class Phase { Forward, Backward };
 
 /// "forward" or "backward", for reports.
@@ -43,11 +45,9 @@ public:
   /// `op` is not in the body.
   int64_t at(mlir::Operation *op) const;
   /// The phase `op` runs in.
-  Phase phase(mlir::Operation *op) const {
-    return backward && at(op) >= at(backward) ? Phase::Backward
-                                              : Phase::Forward;
-  }
-  /// The first op of the backward (marked fsdp.backward_start), or null.
+  Phase phase(mlir::Operation *op) const;
+  /// The first op of the (first micro-batch's) backward (marked
+  /// fsdp.backward_start), or null.
   mlir::Operation *backwardStart() const { return backward; }
   mlir::Block &getBody() const { return body; }
 
@@ -55,6 +55,8 @@ private:
   mlir::Block &body;
   llvm::DenseMap<mlir::Operation *, int64_t> position;
   mlir::Operation *backward = nullptr;
+  /// Where a phase starts: positions, ascending, and the phase from there.
+  llvm::SmallVector<std::pair<int64_t, Phase>> boundaries;
 };
 
 /// Whether `user`'s results share the storage of its operand `operand`: an

@@ -64,6 +64,10 @@ struct TrainStepOptionsBase : public mlir::PassPipelineOptions<Derived> {
                      llvm::cl::init(false)};
   Opt<bool> amsgrad{*this, "amsgrad", llvm::cl::desc("Adam/AdamW AMSGrad"),
                     llvm::cl::init(false)};
+  Opt<int64_t> gradAccum{
+      *this, "grad-accum",
+      llvm::cl::desc("Micro-batches accumulated per optimizer step"),
+      llvm::cl::init(1)};
   Opt<double> maxGradNorm{*this, "max-grad-norm",
                           llvm::cl::desc("Gradient clipping (0: none)"),
                           llvm::cl::init(0.0)};

@@ -74,6 +74,44 @@ def Autodiff : Pass<"fsdp-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::fsdp::aten::ATenDialect"];
 }
 
+def GradAccum : Pass<"fsdp-grad-accum", "mlir::ModuleOp"> {
+  let summary = "Gradient accumulation: K micro-batches before each update";
+  let description = [{
+    Runs after `fsdp-autodiff` (and after `fsdp-shard` in the sharded
+    pipeline) and before `fsdp-optimizer`. With `micro-batches=K` > 1 the
+    step's forward and backward run K times, one after another, each on its
+    own inputs (K copies of the arguments, marked `fsdp.micro_batch = k`;
+    the runtime feeds copy k from data entry `step * K + k`), as a
+    PyTorch loop does it:
+
+    ```python
+    for k in range(K):
+        (loss_fn(model(x[k]), y[k]) / K).backward()
+    optimizer.step()
+    ```
+
+    - Each micro-batch's backward is seeded with `1/K` (the gradient of
+      `loss / K`).
+    - Each parameter's gradients add up in micro-batch order
+      (`g0 + g1 + ...`, as `.grad` accumulates), and one `fsdp.grad` of the
+      sum follows the last micro-batch. In the sharded step each
+      micro-batch reduces its own gradients (FSDP without `no_sync`), so
+      what is accumulated is the rank's reduced shard.
+    - A buffer a micro-batch writes (BatchNorm's running statistics) is
+      what the next micro-batch reads; the last one's value is the update.
+    - The step returns the mean of the micro-batch losses.
+
+    The first op of every micro-batch after the first carries
+    `fsdp.micro_batch_start`: a forward starts again there (the phases the
+    scheduling passes and the memory model see).
+  }];
+  let options = [
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
+           "Micro-batches per optimizer step (1: no accumulation)">,
+  ];
+  let dependentDialects = ["::fsdp::aten::ATenDialect"];
+}
+
 def Optimizer : Pass<"fsdp-optimizer", "mlir::ModuleOp"> {
   let summary = "Replaces each fsdp.grad by the optimizer's update";
   let description = [{

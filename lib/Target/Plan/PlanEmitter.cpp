@@ -270,6 +270,7 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
     return func.emitOpError("must be a single block to become a plan");
   Block &body = func.getBody().front();
   json::Array inputs;
+  int64_t microBatches = 1;
   for (BlockArgument arg : body.getArguments()) {
     FailureOr<json::Value> type = typeJson(func, arg.getType());
     if (failed(type))
@@ -279,8 +280,18 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
     entry["name"] = name ? name.getValue().str()
                          : "arg" + std::to_string(arg.getArgNumber());
     entry["slot"] = slot(arg);
+    // Gradient accumulation: the micro-batch the input feeds (written only
+    // when the step has more than one).
+    if (auto micro = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                        kMicroBatchAttr)) {
+      microBatches = std::max(microBatches, micro.getInt() + 1);
+      entry["micro_batch"] = micro.getInt();
+    }
     inputs.push_back(std::move(entry));
   }
+  if (microBatches == 1)
+    for (json::Value &entry : inputs)
+      entry.getAsObject()->erase("micro_batch");
 
   // Each slot is released after the instruction that uses it last.
   llvm::DenseMap<Value, Operation *> lastUse;
@@ -444,6 +455,8 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
      << json::Value(sharding ? stringifyShardingStrategy(sharding.getValue())
                              : StringRef())
      << ",\n";
+  if (microBatches > 1)
+    os << "  \"micro_batches\": " << microBatches << ",\n";
   lines("state", state, false);
   lines("inputs", inputs, false);
   os << "  \"outputs\": " << json::Value(std::move(outputs)) << ",\n";

@@ -4,8 +4,9 @@
 //            [--save F] [--outputs F] [--memory-timeline F] [--nproc N]
 //
 // D.pt is `torch.save({name: tensor})` with one entry per plan input, each
-// with a leading [steps] dimension, then the global batch: rank r of W takes
-// the r-th of W equal slices of it. The ranks come from torchrun's or
+// with a leading [steps] dimension ([steps * K] for a plan that accumulates
+// K micro-batches: step s takes entries s * K .. s * K + K - 1), then the
+// global batch: rank r of W takes the r-th of W equal slices of it. The ranks come from torchrun's or
 // Slurm's environment, or `--nproc N` starts N local ranks.
 //
 //===----------------------------------------------------------------------===//
@@ -137,9 +138,13 @@ c10::IValue readTorchSave(const std::string &path) {
   return unpickler.parse_ivalue();
 }
 
-/// The data file's entries, checked against the plan's inputs.
-std::vector<at::Tensor> loadData(const Plan &plan, const std::string &path,
-                                 int64_t &steps, int rank, int world) {
+/// The data file's entries, checked against the plan's inputs: one per
+/// input name (an input of every micro-batch reads the same entry), with
+/// a leading dimension of steps x micro-batches.
+std::map<std::string, at::Tensor> loadData(const Plan &plan,
+                                           const std::string &path,
+                                           int64_t &steps, int rank,
+                                           int world) {
   std::ifstream probe(path, std::ios::binary);
   if (!probe)
     throw Error("cannot open data file '" + path + "'");
@@ -154,9 +159,11 @@ std::vector<at::Tensor> loadData(const Plan &plan, const std::string &path,
   if (!value.isGenericDict())
     throw Error("data file '" + path + "' must hold a dict name -> tensor");
   auto dict = value.toGenericDict();
-  std::vector<at::Tensor> data;
+  std::map<std::string, at::Tensor> data;
   int64_t available = -1;
   for (const InputEntry &input : plan.inputs) {
+    if (data.count(input.name))
+      continue;
     auto it = dict.find(input.name);
     if (it == dict.end() || !it->value().isTensor())
       throw Error("data file '" + path + "' has no tensor '" + input.name +
@@ -188,11 +195,27 @@ std::vector<at::Tensor> loadData(const Plan &plan, const std::string &path,
                   std::to_string(available) + " and " +
                   std::to_string(t.size(0)) + " for '" + input.name + "')");
     available = t.size(0);
-    data.push_back(t.contiguous());
+    data[input.name] = t.contiguous();
   }
   if (available == 0)
     throw Error("data file '" + path + "' holds 0 steps (the first dimension "
                 "of each entry counts the steps)");
+  const int64_t micro = plan.microBatches;
+  if (micro > 1 && available >= 0) {
+    // Gradient accumulation: each step takes `micro` consecutive entries.
+    if (steps < 0 && available % micro != 0)
+      throw Error("data file '" + path + "' holds " +
+                  std::to_string(available) + " entries, which is not a "
+                  "whole number of steps of " + std::to_string(micro) +
+                  " micro-batches (the plan accumulates " +
+                  std::to_string(micro) + "; pass --steps to use fewer)");
+    if (steps >= 0 && steps * micro > available)
+      throw Error("--steps " + std::to_string(steps) + " takes " +
+                  std::to_string(steps * micro) + " entries (" +
+                  std::to_string(micro) + " micro-batches per step), but "
+                  "the data file holds " + std::to_string(available));
+    available /= micro;
+  }
   if (steps < 0)
     steps = available < 0 ? 1 : available;
   else if (available >= 0 && steps > available)
@@ -553,7 +576,7 @@ void runRank(const Options &o, const RankInfo &info,
   State state = loadState(plan, o.model, comm->groupRank(CommGroup::Shard),
                           &modelBytesRead);
   int64_t steps = o.steps;
-  std::vector<at::Tensor> data =
+  std::map<std::string, at::Tensor> data =
       loadData(plan, o.data, steps, info.rank, info.worldSize);
   Executor executor = buildExecutor(plan, o.plan, comm.get());
   if (o.profile)
@@ -578,9 +601,12 @@ void runRank(const Options &o, const RankInfo &info,
   AllocatorCounter &allocator = AllocatorCounter::install();
   for (int64_t step = 0; step < steps; ++step) {
     std::vector<at::Tensor> inputs;
-    // A copy, so the step holds (and counts) its own batch only.
-    for (const at::Tensor &d : data)
-      inputs.push_back(d[step].clone());
+    // A copy, so the step holds (and counts) its own batch only; with
+    // gradient accumulation, micro-batch k of step s is entry s * K + k.
+    for (const InputEntry &input : plan.inputs)
+      inputs.push_back(
+          data.at(input.name)[step * plan.microBatches + input.microBatch]
+              .clone());
     auto start = std::chrono::steady_clock::now();
     bool hasLoss = false;
     double loss = 0.0;

@@ -89,6 +89,10 @@ struct InputEntry {
   std::string name;
   TensorSpec type;
   int64_t slot;
+  /// Gradient accumulation: the micro-batch (0 .. micro_batches - 1) the
+  /// input feeds; step s reads entry s * micro_batches + micro_batch of the
+  /// data.
+  int64_t microBatch = 0;
 };
 
 enum class InstKind {
@@ -131,6 +135,9 @@ struct Plan {
   std::string sharding;       // FULL_SHARD, ...; "" unsharded
   std::vector<StateEntry> state;
   std::vector<InputEntry> inputs;
+  /// Micro-batches per step (gradient accumulation; 1 without): each input
+  /// name appears once per micro-batch.
+  int64_t microBatches = 1;
   std::vector<int64_t> outputs;
   /// Outputs that are per-step metrics (`lr`): name and output index.
   std::vector<std::pair<std::string, int64_t>> metrics;

@@ -35,6 +35,15 @@ namespace fsdp {
 /// fsdp-autodiff.
 inline constexpr llvm::StringLiteral kBackwardStartAttr = "fsdp.backward_start";
 
+/// Marks the first op of micro-batch k > 0's forward, set by fsdp-grad-accum:
+/// a forward starts again there.
+inline constexpr llvm::StringLiteral kMicroBatchStartAttr =
+    "fsdp.micro_batch_start";
+
+/// On an argument of @train_step: the micro-batch (0 .. K-1) it belongs to,
+/// set by fsdp-grad-accum. Arguments without it belong to micro-batch 0.
+inline constexpr llvm::StringLiteral kMicroBatchAttr = "fsdp.micro_batch";
+
 /// A scheduling decision on an fsdp.all_gather.start (fsdp-prefetch):
 /// start it right after the wait ("wait") or the free ("free") of the
 /// previous gather of its phase.
