@@ -43,7 +43,7 @@ State loadState(const Plan &plan, const std::string &modelPath,
       return *module;
     torch::jit::Module m;
     try {
-      m = torch::jit::load(modelPath);
+      m = torch::jit::load(modelPath, c10::Device(c10::kCPU));
     } catch (const c10::Error &e) {
       throw Error("cannot load model '" + modelPath + "': " + firstLine(e));
     }

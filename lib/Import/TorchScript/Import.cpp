@@ -1756,7 +1756,12 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
     try {
       // The module's code, types and attributes, without the values of its
       // parameters and buffers: the compiler needs their shapes only.
-      root = jit::load(archive->readerSkippingValues(), c10::nullopt, extra);
+      // On the CPU, whatever device the model was saved from: a module
+      // saved on a GPU names cuda:N for its storages, which a CPU libtorch
+      // cannot allocate (the values are never read, but the storages are
+      // made).
+      root = jit::load(archive->readerSkippingValues(), c10::Device(c10::kCPU),
+                       extra);
     } catch (const c10::Error &e) {
       fail(fileLoc, "cannot load '" + path + "' as TorchScript: " +
                         firstLine(e.what_without_backtrace()));
