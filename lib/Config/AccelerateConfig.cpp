@@ -620,11 +620,22 @@ llvm::Error Reader::readFsdpEntry(const Entry &entry, AccelerateConfig &config,
   if (key == "fsdp_activation_checkpointing")
     return readFalse(entry, "the plan keeps activations for the backward pass");
 
-  if (key == "fsdp_state_dict_type")
-    return readChoice(
-        entry, {"FULL_STATE_DICT", "SHARDED_STATE_DICT", "LOCAL_STATE_DICT"},
-        "FULL_STATE_DICT",
-        "fsdp-run --save writes a full state dict; use FULL_STATE_DICT");
+  if (key == "fsdp_state_dict_type") {
+    // The kind of fsdp-run's checkpoints (the plan carries it).
+    std::string value;
+    if (llvm::Error err = readScalar(entry, value))
+      return err;
+    if (value == "LOCAL_STATE_DICT")
+      return notSupported(entry, value,
+                          "fsdp-run writes FULL_STATE_DICT or "
+                          "SHARDED_STATE_DICT checkpoints");
+    if (value != "FULL_STATE_DICT" && value != "SHARDED_STATE_DICT")
+      return error(entry, "expected FULL_STATE_DICT, SHARDED_STATE_DICT or "
+                          "LOCAL_STATE_DICT, found " +
+                              describe(entry.value));
+    config.stateDictType = value;
+    return llvm::Error::success();
+  }
 
   // No effect: checkpoints keep the original parameter names, and every rank
   // reads the same model file.

@@ -310,6 +310,31 @@ void Optimizer::adam(aten::ATenBuilder &b, GradOp grad, Value g,
 LogicalResult Optimizer::run(ModuleOp module) {
   if (failed(checkOptions(module)))
     return failure();
+  // torch.optim's param group, as a checkpoint's optimizer state dict has
+  // it.
+  {
+    Builder attrs(module.getContext());
+    SmallVector<NamedAttribute> group{
+        attrs.getNamedAttr("name", attrs.getStringAttr(optimizer)),
+        attrs.getNamedAttr("lr", attrs.getF64FloatAttr(lr)),
+        attrs.getNamedAttr("weight_decay", attrs.getF64FloatAttr(decay)),
+        attrs.getNamedAttr("maximize", attrs.getBoolAttr(maximize))};
+    if (isAdam()) {
+      group.push_back(attrs.getNamedAttr(
+          "betas", attrs.getDenseF64ArrayAttr({double(beta1), double(beta2)})));
+      group.push_back(attrs.getNamedAttr("eps", attrs.getF64FloatAttr(eps)));
+      group.push_back(
+          attrs.getNamedAttr("amsgrad", attrs.getBoolAttr(amsgrad)));
+    } else {
+      group.push_back(
+          attrs.getNamedAttr("momentum", attrs.getF64FloatAttr(momentum)));
+      group.push_back(
+          attrs.getNamedAttr("dampening", attrs.getF64FloatAttr(dampening)));
+      group.push_back(
+          attrs.getNamedAttr("nesterov", attrs.getBoolAttr(nesterov)));
+    }
+    module->setAttr(kOptimizerAttr, attrs.getDictionaryAttr(group));
+  }
   auto func = module.lookupSymbol<func::FuncOp>("train_step");
   if (!func)
     return module.emitError("no @train_step to add the optimizer to");

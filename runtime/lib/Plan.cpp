@@ -373,6 +373,22 @@ Plan loadPlan(const std::string &path) {
       }
       plan.state.push_back(std::move(e));
     }
+    if (j.contains("optimizer")) {
+      plan.optimizer = j.at("optimizer");
+      if (!plan.optimizer.is_object() ||
+          !plan.optimizer.contains("name") ||
+          !plan.optimizer.at("name").is_string())
+        throw Error("plan '" + path + "': optimizer must be an object with "
+                    "a name");
+    }
+    if (j.contains("state_dict_type")) {
+      plan.stateDictType = j.at("state_dict_type").get<std::string>();
+      if (plan.stateDictType != "FULL_STATE_DICT" &&
+          plan.stateDictType != "SHARDED_STATE_DICT")
+        throw Error("plan '" + path + "': state_dict_type is '" +
+                    plan.stateDictType +
+                    "', expected FULL_STATE_DICT or SHARDED_STATE_DICT");
+    }
     if (j.contains("micro_batches"))
       plan.microBatches = j.at("micro_batches").get<int64_t>();
     for (const json &i : j.at("inputs"))

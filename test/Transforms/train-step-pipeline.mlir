@@ -5,6 +5,8 @@
 // RUN: FileCheck %s < %t.flags.mlir
 // RUN: fsdp-opt %s --loss mse --target t:2x3xf32 --optimizer adamw --lr 0.01 --emit plan | FileCheck %s --check-prefix=PLAN
 
+// The optimizer's torch.optim settings, for checkpoints in its format.
+// CHECK:       module attributes {fsdp.optimizer = {amsgrad = false, betas = array<f64: 9.000000e-01, 0.99899999999999999>, eps = 1.000000e-08 : f64, lr = 1.000000e-02 : f64, maximize = false, name = "adamw", weight_decay = 1.000000e-02 : f64}}
 // CHECK:       fsdp.optim_state @"optim:step" : tensor<f64>
 // CHECK-LABEL: func.func @train_step(
 // CHECK-SAME:      {fsdp.name = "x"}, %{{.+}}: tensor<2x3xf32> {fsdp.name = "t"}) -> tensor<f32>
@@ -15,6 +17,7 @@
 
 // The plan holds the whole step; optimizer state starts at zero.
 // PLAN:      "function": "train_step",
+// PLAN:      "optimizer": {"amsgrad":false,"betas":[0.90000000000000002,0.999],"eps":1e-08,"lr":0.01,"maximize":false,"name":"adamw","weight_decay":0.01},
 // PLAN:      {"aliases":[],"dtype":"f64","init":"zeros","kind":"optim","name":"optim:step","param":null,"shape":[]},
 // PLAN-NEXT: {"aliases":[],"dtype":"f32","init":"zeros","kind":"optim","name":"fc.weight:exp_avg","param":"fc.weight","shape":[3,4]},
 // PLAN:      "inputs": [

@@ -257,6 +257,7 @@ struct FSDPSettings {
   int64_t limitAllGathers = 2;
   int64_t limitReductions = 2;
   int64_t memoryBudget = 0; // --auto-wrap budget
+  std::string stateDictType; // the file's fsdp_state_dict_type, if any
   std::optional<fsdp::BudgetChoice> budgetChoice; // what it chose
 };
 static FSDPSettings fsdpSettings;
@@ -290,6 +291,7 @@ static LogicalResult resolveFSDPSettings() {
     s.backwardPrefetch = config->backwardPrefetch;
     s.forwardPrefetch = config->forwardPrefetch;
     s.limitAllGathers = config->limitAllGathers;
+    s.stateDictType = config->stateDictType.value_or("");
     numMachines = config->numMachines.value_or(0);
   }
   for (const llvm::cl::Option *o : std::initializer_list<const llvm::cl::Option *>{
@@ -650,6 +652,10 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
   if (failed(applyPassManagerCLOptions(pm)) ||
       failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))
     return failure();
+  // The checkpoint kind an Accelerate file chose, for fsdp-run.
+  if (!fsdpSettings.stateDictType.empty())
+    (*module)->setAttr(fsdp::kStateDictTypeAttr,
+                       StringAttr::get(&context, fsdpSettings.stateDictType));
 
   std::string error;
   std::unique_ptr<llvm::ToolOutputFile> output =

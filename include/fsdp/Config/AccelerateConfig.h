@@ -48,6 +48,9 @@ struct AccelerateConfig {
   /// fsdp_limit_all_gathers: FSDP1's rate limiter, 2 buffers (true, the
   /// default) or none (false: 0); FSDP2 has none (0 unless the key says).
   int64_t limitAllGathers = 2;
+  /// fsdp_state_dict_type: FULL_STATE_DICT or SHARDED_STATE_DICT, the kind
+  /// of fsdp-run's checkpoints (the plan carries it).
+  std::optional<std::string> stateDictType;
 };
 
 /// Reads `path`. Errors (llvm::StringError, inconvertibleErrorCode) name the

@@ -457,6 +457,32 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
      << ",\n";
   if (microBatches > 1)
     os << "  \"micro_batches\": " << microBatches << ",\n";
+  if (auto type = module->getAttrOfType<StringAttr>(kStateDictTypeAttr))
+    os << "  \"state_dict_type\": " << json::Value(type.getValue())
+       << ",\n";
+  // The optimizer's torch.optim settings (for checkpoints in its format).
+  if (auto optim = module->getAttrOfType<DictionaryAttr>(kOptimizerAttr)) {
+    json::Object group;
+    for (NamedAttribute field : optim) {
+      Attribute v = field.getValue();
+      if (auto s = dyn_cast<StringAttr>(v))
+        group[field.getName().getValue()] = s.getValue();
+      else if (auto f = dyn_cast<FloatAttr>(v))
+        group[field.getName().getValue()] = f.getValueAsDouble();
+      else if (auto b = dyn_cast<BoolAttr>(v))
+        group[field.getName().getValue()] = b.getValue();
+      else if (auto a = dyn_cast<DenseF64ArrayAttr>(v)) {
+        json::Array values;
+        for (double x : a.asArrayRef())
+          values.push_back(x);
+        group[field.getName().getValue()] = std::move(values);
+      }
+      else
+        return module.emitError("unexpected value in ")
+               << kOptimizerAttr << ": " << v;
+    }
+    os << "  \"optimizer\": " << json::Value(std::move(group)) << ",\n";
+  }
   lines("state", state, false);
   lines("inputs", inputs, false);
   os << "  \"outputs\": " << json::Value(std::move(outputs)) << ",\n";

@@ -2,6 +2,9 @@
 //
 //   fsdp-run PLAN --model M.pt --data D.pt [--steps N] [--metrics F]
 //            [--save F] [--outputs F] [--memory-timeline F] [--nproc N]
+//            [--checkpoint-dir DIR [--checkpoint-every N]
+//             [--state-dict-type FULL_STATE_DICT|SHARDED_STATE_DICT]]
+//            [--resume DIR]
 //
 // D.pt is `torch.save({name: tensor})` with one entry per plan input, each
 // with a leading [steps] dimension ([steps * K] for a plan that accumulates
@@ -11,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/runtime/Checkpoint.h"
 #include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/CountingAllocator.h"
 #include "fsdp/runtime/Executor.h"
@@ -48,6 +52,8 @@ namespace {
 
 struct Options {
   std::string plan, model, data, metrics, save, outputs, memoryTimeline;
+  std::string checkpointDir, stateDictType, resume;
+  int64_t checkpointEvery = 0; // 0: at the end of the run only
   int64_t steps = -1;
   int64_t threads = 0; // 0: libtorch's default
   int64_t nproc = 0;   // > 0: start this many local ranks
@@ -59,7 +65,9 @@ struct Options {
             << "usage: fsdp-run PLAN --model M.pt --data D.pt [--steps N] "
                "[--metrics F.jsonl] [--save F.pt] [--outputs F.pt] "
                "[--memory-timeline F.json] [--threads N] [--profile] "
-               "[--nproc N]\n";
+               "[--nproc N] [--checkpoint-dir DIR [--checkpoint-every N] "
+               "[--state-dict-type FULL_STATE_DICT|SHARDED_STATE_DICT]] "
+               "[--resume DIR]\n";
   std::exit(2);
 }
 
@@ -79,6 +87,19 @@ Options parseArgs(int argc, char **argv) {
     else if (a == "--outputs") o.outputs = value();
     else if (a == "--memory-timeline") o.memoryTimeline = value();
     else if (a == "--profile") o.profile = true;
+    else if (a == "--checkpoint-dir") o.checkpointDir = value();
+    else if (a == "--resume") o.resume = value();
+    else if (a == "--state-dict-type") {
+      o.stateDictType = value();
+      if (!parseStateDictType(o.stateDictType))
+        usage("--state-dict-type is FULL_STATE_DICT or SHARDED_STATE_DICT, "
+              "not '" + o.stateDictType + "'");
+    }
+    else if (a == "--checkpoint-every") {
+      std::string v = value();
+      try { o.checkpointEvery = std::stoll(v); } catch (...) { usage("--checkpoint-every takes a number, not '" + v + "'"); }
+      if (o.checkpointEvery < 1) usage("--checkpoint-every must be at least 1");
+    }
     else if (a == "--threads") {
       std::string v = value();
       try { o.threads = std::stoll(v); } catch (...) { usage("--threads takes a number, not '" + v + "'"); }
@@ -101,6 +122,11 @@ Options parseArgs(int argc, char **argv) {
   if (o.plan.empty()) usage("no plan given");
   if (o.model.empty()) usage("--model is required");
   if (o.data.empty()) usage("--data is required");
+  if (o.checkpointDir.empty() &&
+      (o.checkpointEvery > 0 || !o.stateDictType.empty()))
+    usage(std::string(o.checkpointEvery > 0 ? "--checkpoint-every"
+                                            : "--state-dict-type") +
+          " needs --checkpoint-dir");
   return o;
 }
 
@@ -309,6 +335,8 @@ void checkUpFront(const Options &o, bool writesOutputs) {
   checkOutputPath("--save", o.save);
   checkOutputPath("--outputs", o.outputs);
   checkOutputPath("--memory-timeline", o.memoryTimeline);
+  if (!o.resume.empty())
+    (void)findCheckpoint(o.resume);
 }
 
 /// A free TCP port on loopback for the local ranks' rendezvous.
@@ -578,6 +606,30 @@ void runRank(const Options &o, const RankInfo &info,
   int64_t steps = o.steps;
   std::map<std::string, at::Tensor> data =
       loadData(plan, o.data, steps, info.rank, info.worldSize);
+  // Resuming: the state after the checkpoint's step, and the steps after it
+  // (--steps counts from the start of training: step k always takes entry k
+  // of the data).
+  int64_t firstStep = 0;
+  if (!o.resume.empty()) {
+    std::string checkpoint = findCheckpoint(o.resume);
+    firstStep = readCheckpoint(plan, state, *comm, checkpoint);
+    if (firstStep >= steps)
+      throw Error("checkpoint '" + checkpoint + "' is at step " +
+                  std::to_string(firstStep) + ", and the run has " +
+                  std::to_string(steps) +
+                  " steps: nothing is left to run (--steps counts every "
+                  "step of the training, those before the checkpoint too)");
+    if (lead)
+      std::printf("resumed from %s at step %lld\n", checkpoint.c_str(),
+                  static_cast<long long>(firstStep));
+  }
+  // --state-dict-type, else the plan's (an Accelerate file's
+  // fsdp_state_dict_type), else a full state dict.
+  StateDictType checkpointType = StateDictType::Full;
+  if (!o.stateDictType.empty())
+    checkpointType = *parseStateDictType(o.stateDictType);
+  else if (!plan.stateDictType.empty())
+    checkpointType = *parseStateDictType(plan.stateDictType);
   Executor executor = buildExecutor(plan, o.plan, comm.get());
   if (o.profile)
     executor.enableProfiling();
@@ -599,7 +651,7 @@ void runRank(const Options &o, const RankInfo &info,
   std::vector<at::Tensor> outputs;
   int64_t peak = 0, gradBytes = 0, allocatorPeak = 0;
   AllocatorCounter &allocator = AllocatorCounter::install();
-  for (int64_t step = 0; step < steps; ++step) {
+  for (int64_t step = firstStep; step < steps; ++step) {
     std::vector<at::Tensor> inputs;
     // A copy, so the step holds (and counts) its own batch only; with
     // gradient accumulation, micro-batch k of step s is entry s * K + k.
@@ -641,8 +693,31 @@ void runRank(const Options &o, const RankInfo &info,
       throw Error("step " + std::to_string(step + 1) + "/" +
                   std::to_string(steps) + ": the loss is " +
                   (std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf"));
-    if (!lead)
+    // A checkpoint every --checkpoint-every steps and after the last: every
+    // rank takes part.
+    auto checkpoint = [&] {
+      if (o.checkpointDir.empty() ||
+          !(step + 1 == steps ||
+            (o.checkpointEvery > 0 && (step + 1) % o.checkpointEvery == 0)))
+        return;
+      std::string written;
+      try {
+        written = writeCheckpoint(plan, state, *comm, step + 1,
+                                  o.checkpointDir, checkpointType);
+      } catch (const std::exception &e) {
+        throw Error("step " + std::to_string(step + 1) + "/" +
+                    std::to_string(steps) + ": " + firstLine(e));
+      }
+      if (lead) {
+        std::printf("checkpoint %s (%s)\n", written.c_str(),
+                    stateDictTypeName(checkpointType));
+        std::fflush(stdout);
+      }
+    };
+    if (!lead) {
+      checkpoint();
       continue;
+    }
     std::printf("step %lld/%lld", static_cast<long long>(step + 1),
                 static_cast<long long>(steps));
     if (hasLoss)
@@ -669,6 +744,7 @@ void runRank(const Options &o, const RankInfo &info,
       // One line per step, as it happens: others may follow the run.
       writeMetrics(line);
     }
+    checkpoint();
   }
   int64_t sharded = parameterAndOptimizerBytes(plan, state) + gradBytes;
   // The summary's peak is the largest over the ranks (ranks differ where

@@ -138,6 +138,12 @@ struct Plan {
   /// Micro-batches per step (gradient accumulation; 1 without): each input
   /// name appears once per micro-batch.
   int64_t microBatches = 1;
+  /// The optimizer's torch.optim settings (`name`, `lr`, `betas`, ...);
+  /// null in a plan without an optimizer.
+  nlohmann::json optimizer;
+  /// The checkpoints fsdp-run writes unless --state-dict-type says:
+  /// "FULL_STATE_DICT", "SHARDED_STATE_DICT", or "" (full).
+  std::string stateDictType;
   std::vector<int64_t> outputs;
   /// Outputs that are per-step metrics (`lr`): name and output index.
   std::vector<std::pair<std::string, int64_t>> metrics;

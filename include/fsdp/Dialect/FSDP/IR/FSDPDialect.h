@@ -62,6 +62,18 @@ inline constexpr llvm::StringLiteral kShardingAttr = "fsdp.sharding";
 /// metric with this name (`lr`), which `fsdp-run --metrics` reports.
 inline constexpr llvm::StringLiteral kMetricAttr = "fsdp.metric";
 
+/// The module attribute fsdp-optimizer records its torch.optim settings in
+/// (a dictionary: `name` and the param group's fields, `lr`, `momentum`,
+/// `betas`, ...), which a plan carries for checkpoints in torch.optim's
+/// format.
+inline constexpr llvm::StringLiteral kOptimizerAttr = "fsdp.optimizer";
+
+/// The module attribute that says which checkpoints fsdp-run writes by
+/// default (FULL_STATE_DICT or SHARDED_STATE_DICT: an Accelerate file's
+/// fsdp_state_dict_type).
+inline constexpr llvm::StringLiteral kStateDictTypeAttr =
+    "fsdp.state_dict_type";
+
 /// The module attribute the importer records, as [name, bytes] pairs, the
 /// module tensors whose values it read from the archive (tensors used as
 /// constants that are neither parameters nor buffers); the values of

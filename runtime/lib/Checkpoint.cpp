@@ -1,0 +1,557 @@
+//===- Checkpoint.cpp - checkpoints of a run, and resuming from them -------===//
+
+#include "fsdp/runtime/Checkpoint.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/script.h>
+#include <torch/serialize.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace fsdp::runtime {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char *kFormat = "fsdp-checkpoint";
+constexpr int64_t kVersion = 1;
+
+std::string stepDirName(int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step));
+  return name;
+}
+
+std::string rankFileName(int rank) {
+  char name[32];
+  std::snprintf(name, sizeof name, "rank-%05d.pt", rank);
+  return name;
+}
+
+/// Every rank waits for every other (an all-reduce of nothing).
+void barrier(Communicator &comm) {
+  comm.allReduce(at::zeros({1}), CommGroup::World, /*mean=*/false)->wait();
+}
+
+/// The plan's state as a checkpoint records it: what a sharded checkpoint
+/// must match exactly to resume.
+json layoutOf(const Plan &plan) {
+  json layout = json::array();
+  for (const StateEntry &e : plan.state) {
+    json entry{{"name", e.name}, {"type", e.type.str()}};
+    if (e.kind == StateKind::FlatParam) {
+      json members = json::array();
+      for (const FlatMember &m : e.members)
+        members.push_back({m.name, m.offset, m.type.shape});
+      entry["flat"] = {{"padded", e.padded},
+                       {"shards", e.shards},
+                       {"replicated", e.replicated},
+                       {"members", members}};
+    }
+    layout.push_back(entry);
+  }
+  return layout;
+}
+
+const StateEntry *entryNamed(const Plan &plan, const std::string &name) {
+  for (const StateEntry &e : plan.state)
+    if (e.name == name)
+      return &e;
+  return nullptr;
+}
+
+/// The kind of an optimizer state entry (`exp_avg` of `fc.weight:exp_avg`).
+std::string optimKind(const StateEntry &e) {
+  return e.name.substr(e.param.size() + 1);
+}
+
+bool isStepCount(const StateEntry &e) {
+  return e.kind == StateKind::Optim && e.param.empty();
+}
+
+std::vector<char> readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw Error("cannot read '" + path + "': " + std::strerror(errno));
+  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+}
+
+c10::IValue loadPickle(const std::string &path) {
+  std::vector<char> bytes = readFile(path);
+  try {
+    return torch::pickle_load(bytes);
+  } catch (const c10::Error &e) {
+    throw Error("cannot read '" + path + "': " + firstLine(e));
+  }
+}
+
+void fsyncPath(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+void writeFile(const std::string &path, const std::vector<char> &bytes) {
+  writeFileAtomically(path, bytes);
+}
+
+at::Tensor generatorState() {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void setGeneratorState(const at::Tensor &t) {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(t);
+}
+
+/// This rank's part of a flat buffer of `entry`'s layout whose members are
+/// given whole by `member` (by FQN): elements [begin, begin + numel) of the
+/// padded buffer.
+at::Tensor flatPart(const StateEntry &entry, int64_t begin, int64_t numel,
+                    at::ScalarType dtype,
+                    const std::function<at::Tensor(const FlatMember &)> &member) {
+  at::Tensor mine = at::zeros({numel}, at::TensorOptions().dtype(dtype));
+  int64_t end = begin + numel;
+  for (const FlatMember &m : entry.members) {
+    at::Tensor whole = member(m);
+    int64_t lo = std::max(begin, m.offset);
+    int64_t hi = std::min(end, m.offset + m.type.numel());
+    if (lo < hi)
+      mine.narrow(0, lo - begin, hi - lo)
+          .copy_(whole.reshape({-1}).narrow(0, lo - m.offset, hi - lo));
+  }
+  return mine;
+}
+
+} // namespace
+
+std::optional<StateDictType> parseStateDictType(const std::string &name) {
+  if (name == "FULL_STATE_DICT")
+    return StateDictType::Full;
+  if (name == "SHARDED_STATE_DICT")
+    return StateDictType::Sharded;
+  return std::nullopt;
+}
+
+const char *stateDictTypeName(StateDictType type) {
+  return type == StateDictType::Full ? "FULL_STATE_DICT"
+                                     : "SHARDED_STATE_DICT";
+}
+
+//===----------------------------------------------------------------------===//
+// Writing
+//===----------------------------------------------------------------------===//
+
+std::string writeCheckpoint(const Plan &plan, const State &state,
+                            Communicator &comm, int64_t step,
+                            const std::string &dir, StateDictType type) {
+  const bool lead = comm.rank() == 0;
+  const std::string name = stepDirName(step);
+  const std::string final = (fs::path(dir) / name).string();
+  const std::string tmp = (fs::path(dir) / ("." + name + ".tmp")).string();
+  if (lead) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    fs::remove_all(tmp, ec); // a write that crashed earlier
+    if (!fs::create_directory(tmp, ec) || ec)
+      throw Error("cannot write checkpoint '" + final + "': cannot create '" +
+                  tmp + "'" + (ec ? ": " + ec.message() : std::string()));
+  }
+  barrier(comm);
+
+  if (type == StateDictType::Sharded) {
+    c10::impl::GenericDict mine(c10::StringType::get(),
+                                c10::TensorType::get());
+    for (const StateEntry &e : plan.state)
+      mine.insert(e.name, state.at(e.name));
+    mine.insert("_rng_state", generatorState());
+    writeFile((fs::path(tmp) / rankFileName(comm.rank())).string(),
+              torch::pickle_save(mine));
+  } else {
+    // One flat parameter (or its optimizer state) gathered at a time; rank
+    // 0 keeps the members, in CPU memory, as FSDP's FullStateDictConfig(
+    // offload_to_cpu=True, rank0_only=True) does.
+    c10::impl::GenericDict model(c10::StringType::get(),
+                                 c10::TensorType::get());
+    std::map<std::string, c10::impl::GenericDict> optimState;
+    std::vector<std::string> params;
+    auto add = [&](const std::string &fqn,
+                   const std::vector<std::string> &aliases,
+                   const at::Tensor &t) {
+      model.insert(fqn, t);
+      for (const std::string &alias : aliases)
+        model.insert(alias, t);
+    };
+    auto optimOf = [&](const std::string &fqn) -> c10::impl::GenericDict & {
+      auto it = optimState.find(fqn);
+      if (it == optimState.end())
+        it = optimState
+                 .emplace(fqn, c10::impl::GenericDict(c10::StringType::get(),
+                                                      c10::TensorType::get()))
+                 .first;
+      return it->second;
+    };
+    for (const StateEntry &e : plan.state) {
+      if (e.kind == StateKind::FlatParam) {
+        at::Tensor full =
+            e.replicated
+                ? state.at(e.name)
+                : comm.allGather(state.at(e.name), CommGroup::Shard)->wait();
+        if (lead)
+          for (const FlatMember &m : e.members) {
+            add(m.name, m.aliases,
+                full.narrow(0, m.offset, m.type.numel())
+                    .view(m.type.shape)
+                    .clone());
+            params.push_back(m.name);
+          }
+      } else if (e.kind == StateKind::Param) {
+        if (lead) {
+          add(e.name, e.aliases, state.at(e.name));
+          params.push_back(e.name);
+        }
+      } else if (e.kind == StateKind::Buffer) {
+        if (lead && e.persistent)
+          add(e.name, e.aliases, state.at(e.name));
+      } else if (!isStepCount(e)) {
+        const StateEntry *owner = entryNamed(plan, e.param);
+        std::string kind = optimKind(e);
+        if (owner && owner->kind == StateKind::FlatParam) {
+          at::Tensor full =
+              comm.allGather(state.at(e.name), CommGroup::Shard)->wait();
+          if (lead)
+            for (const FlatMember &m : owner->members)
+              optimOf(m.name).insert(kind,
+                                     full.narrow(0, m.offset, m.type.numel())
+                                         .view(m.type.shape)
+                                         .clone());
+        } else if (lead) {
+          optimOf(e.param).insert(kind, state.at(e.name));
+        }
+      }
+    }
+    if (lead) {
+      writeFile((fs::path(tmp) / "model.pt").string(),
+                torch::pickle_save(model));
+      // torch.optim's state dict, keyed by FQN: Adam and AdamW keep a
+      // per-parameter step count (a float tensor), SGD none.
+      std::string optimizer = plan.optimizer.is_object()
+                                  ? plan.optimizer.at("name").get<std::string>()
+                                  : std::string();
+      bool adam = optimizer == "adam" || optimizer == "adamw";
+      c10::impl::GenericDict stateDict(c10::StringType::get(),
+                                       c10::AnyType::get());
+      for (auto &[fqn, entries] : optimState) {
+        if (adam)
+          entries.insert("step", at::scalar_tensor(static_cast<double>(step),
+                                                   at::kFloat));
+        stateDict.insert(fqn, entries);
+      }
+      c10::impl::GenericDict group(c10::StringType::get(),
+                                   c10::AnyType::get());
+      if (plan.optimizer.is_object())
+        for (const auto &[key, value] : plan.optimizer.items()) {
+          if (key == "name")
+            continue;
+          if (value.is_boolean())
+            group.insert(key, value.get<bool>());
+          else if (value.is_number())
+            group.insert(key, value.get<double>());
+          else if (value.is_array()) {
+            std::vector<c10::IValue> items;
+            for (const json &v : value)
+              items.emplace_back(v.get<double>());
+            group.insert(key, c10::ivalue::Tuple::create(std::move(items)));
+          }
+        }
+      c10::List<std::string> names;
+      for (const std::string &p : params)
+        names.push_back(p);
+      group.insert("params", names);
+      c10::List<c10::IValue> groups(c10::AnyType::get());
+      groups.push_back(group);
+      c10::impl::GenericDict optim(c10::StringType::get(),
+                                   c10::AnyType::get());
+      optim.insert("state", stateDict);
+      optim.insert("param_groups", groups);
+      writeFile((fs::path(tmp) / "optim.pt").string(),
+                torch::pickle_save(optim));
+      writeFile((fs::path(tmp) / "rng.pt").string(),
+                torch::pickle_save(generatorState()));
+    }
+  }
+  // Every file is on disk before the checkpoint is complete.
+  barrier(comm);
+  if (lead) {
+    json meta{{"format", kFormat},
+              {"version", kVersion},
+              {"step", step},
+              {"state_dict_type", stateDictTypeName(type)},
+              {"world_size", plan.worldSize},
+              {"shard_group_size", plan.shardGroupSize},
+              {"sharding", plan.sharding},
+              {"micro_batches", plan.microBatches},
+              {"optimizer", plan.optimizer},
+              {"state", layoutOf(plan)}};
+    std::string text = meta.dump(1) + "\n";
+    writeFile((fs::path(tmp) / "meta.json").string(),
+              std::vector<char>(text.begin(), text.end()));
+    // For tests of atomicity: a crash with every file written, before the
+    // checkpoint takes its place (what a kill at that moment leaves).
+    if (const char *crash = std::getenv("FSDP_RUN_TEST_CRASH_IN_CHECKPOINT");
+        crash && std::to_string(step) == crash)
+      std::_Exit(70);
+    fsyncPath(tmp);
+    // A checkpoint of the same step written before (a run resumed from an
+    // earlier one) is replaced.
+    std::error_code ec;
+    if (fs::exists(final, ec)) {
+      std::string old = (fs::path(dir) / ("." + name + ".old")).string();
+      fs::remove_all(old, ec);
+      fs::rename(final, old, ec);
+      if (ec)
+        throw Error("cannot replace checkpoint '" + final + "': " +
+                    ec.message());
+      fs::remove_all(old, ec);
+    }
+    fs::rename(tmp, final, ec);
+    if (ec)
+      throw Error("cannot write checkpoint '" + final + "': " + ec.message());
+    fsyncPath(dir);
+    writeFile((fs::path(dir) / "latest").string(),
+              std::vector<char>(name.begin(), name.end()));
+  }
+  barrier(comm);
+  return final;
+}
+
+//===----------------------------------------------------------------------===//
+// Reading
+//===----------------------------------------------------------------------===//
+
+std::string findCheckpoint(const std::string &path) {
+  std::error_code ec;
+  if (fs::exists(fs::path(path) / "meta.json", ec))
+    return path;
+  fs::path latest = fs::path(path) / "latest";
+  if (fs::exists(latest, ec)) {
+    std::vector<char> bytes = readFile(latest.string());
+    std::string name(bytes.begin(), bytes.end());
+    while (!name.empty() && (name.back() == '\n' || name.back() == ' '))
+      name.pop_back();
+    fs::path dir = fs::path(path) / name;
+    if (name.empty() || name.find('/') != std::string::npos ||
+        !fs::exists(dir / "meta.json", ec))
+      throw Error("checkpoint directory '" + path + "': latest names '" +
+                  name + "', which is not a checkpoint there");
+    return dir.string();
+  }
+  if (!fs::exists(path, ec))
+    throw Error("cannot resume: '" + path + "' does not exist");
+  throw Error("cannot resume: '" + path + "' is not a checkpoint (no "
+              "meta.json) and holds none (no latest)");
+}
+
+int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
+                       const std::string &path) {
+  const std::string where = "checkpoint '" + path + "'";
+  json meta;
+  try {
+    std::vector<char> bytes = readFile((fs::path(path) / "meta.json").string());
+    meta = json::parse(bytes.begin(), bytes.end());
+  } catch (const json::exception &e) {
+    throw Error(where + ": meta.json is not valid JSON: " + e.what());
+  }
+  int64_t step = 0;
+  std::optional<StateDictType> type;
+  try {
+    if (meta.at("format") != kFormat)
+      throw Error(where + " is not an fsdp-run checkpoint");
+    if (meta.at("version").get<int64_t>() != kVersion)
+      throw Error(where + " has format version " +
+                  meta.at("version").dump() + ", but this fsdp-run reads " +
+                  std::to_string(kVersion));
+    step = meta.at("step").get<int64_t>();
+    type = parseStateDictType(meta.at("state_dict_type").get<std::string>());
+  } catch (const json::exception &e) {
+    throw Error(where + ": meta.json lacks or misstates a field: " + e.what());
+  }
+  if (!type || step < 0)
+    throw Error(where + ": meta.json has an unknown state_dict_type or step");
+  std::string theirs = meta.value("optimizer", json()).is_object()
+                           ? meta["optimizer"].value("name", "")
+                           : "";
+  std::string ours = plan.optimizer.is_object()
+                         ? plan.optimizer.value("name", "")
+                         : "";
+  if (theirs != ours)
+    throw Error(where + " was written by a run with optimizer '" + theirs +
+                "', but the plan runs '" + ours + "'");
+
+  if (*type == StateDictType::Sharded) {
+    if (meta.value("world_size", int64_t(-1)) != plan.worldSize ||
+        meta.value("shard_group_size", int64_t(-1)) != plan.shardGroupSize)
+      throw Error(where + " is sharded over " +
+                  meta.value("world_size", json()).dump() +
+                  " ranks (shard groups of " +
+                  meta.value("shard_group_size", json()).dump() +
+                  "), the plan over " + std::to_string(plan.worldSize) +
+                  " (of " + std::to_string(plan.shardGroupSize) +
+                  "): a SHARDED_STATE_DICT checkpoint resumes with the same "
+                  "layout; write FULL_STATE_DICT to change it");
+    json layout = layoutOf(plan), saved = meta.value("state", json::array());
+    if (layout != saved) {
+      auto describe = [](const json &entry) {
+        return "'" + entry.value("name", "") + "' (" +
+               entry.value("type", "") +
+               (entry.contains("flat") ? ", a flat parameter" : "") + ")";
+      };
+      std::string first = "the plan has " + std::to_string(layout.size()) +
+                          " entries, the checkpoint " +
+                          std::to_string(saved.size());
+      for (size_t i = 0; i < std::min(layout.size(), saved.size()); ++i)
+        if (layout[i] != saved[i]) {
+          first = "entry " + std::to_string(i + 1) + " is " +
+                  describe(layout[i]) + " in the plan, " +
+                  describe(saved[i]) + " in the checkpoint";
+          break;
+        }
+      throw Error(where + " holds another model or layout than the plan ("
+                  "state " + first + "): a SHARDED_STATE_DICT "
+                  "checkpoint resumes with the plan that wrote it");
+    }
+    std::string file = (fs::path(path) / rankFileName(comm.rank())).string();
+    c10::IValue value = loadPickle(file);
+    if (!value.isGenericDict())
+      throw Error(where + ": '" + file + "' is not a dict of tensors");
+    auto dict = value.toGenericDict();
+    for (const StateEntry &e : plan.state) {
+      auto it = dict.find(e.name);
+      if (it == dict.end() || !it->value().isTensor())
+        throw Error(where + ": '" + file + "' has no '" + e.name + "'");
+      at::Tensor t = it->value().toTensor();
+      if (t.sizes().vec() != e.type.shape || t.scalar_type() != e.type.dtype)
+        throw Error(where + ": '" + e.name + "' is " +
+                    TensorSpec{t.sizes().vec(), t.scalar_type()}.str() +
+                    " in '" + file + "', the plan has " + e.type.str());
+      state[e.name] = t.clone();
+    }
+    auto rng = dict.find("_rng_state");
+    if (rng != dict.end() && rng->value().isTensor())
+      setGeneratorState(rng->value().toTensor());
+    return step;
+  }
+
+  // FULL_STATE_DICT: whole tensors by FQN; each rank takes what the plan
+  // gives it.
+  c10::IValue modelValue = loadPickle((fs::path(path) / "model.pt").string());
+  c10::IValue optimValue = loadPickle((fs::path(path) / "optim.pt").string());
+  if (!modelValue.isGenericDict() || !optimValue.isGenericDict())
+    throw Error(where + ": model.pt and optim.pt must hold dicts");
+  auto model = modelValue.toGenericDict();
+  auto optim = optimValue.toGenericDict();
+  auto stateIt = optim.find("state");
+  if (stateIt == optim.end() || !stateIt->value().isGenericDict())
+    throw Error(where + ": optim.pt has no 'state' dict (torch.optim's "
+                "state_dict format)");
+  auto optimState = stateIt->value().toGenericDict();
+
+  auto tensorOf = [&](const std::string &fqn,
+                      const std::vector<std::string> &aliases,
+                      const TensorSpec &want, const char *what) {
+    auto it = model.find(fqn);
+    for (size_t i = 0; it == model.end() && i < aliases.size(); ++i)
+      it = model.find(aliases[i]);
+    if (it == model.end() || !it->value().isTensor())
+      throw Error(where + " has no " + what + " '" + fqn +
+                  "' (it was written for another model)");
+    at::Tensor t = it->value().toTensor();
+    if (t.sizes().vec() != want.shape || t.scalar_type() != want.dtype)
+      throw Error(where + ": " + what + " '" + fqn + "' is " +
+                  TensorSpec{t.sizes().vec(), t.scalar_type()}.str() +
+                  " there, the plan has " + want.str() +
+                  " (it was written for another model)");
+    return t;
+  };
+  auto optimOf = [&](const std::string &fqn, const std::string &kind,
+                     const TensorSpec &want) {
+    auto it = optimState.find(fqn);
+    c10::impl::GenericDict entries(c10::StringType::get(),
+                                   c10::AnyType::get());
+    if (it != optimState.end() && it->value().isGenericDict())
+      entries = it->value().toGenericDict();
+    auto k = entries.find(kind);
+    if (k == entries.end() || !k->value().isTensor())
+      throw Error(where + " has no optimizer state '" + kind + "' of '" +
+                  fqn + "' (it was written by a run with other optimizer "
+                  "settings)");
+    at::Tensor t = k->value().toTensor();
+    if (t.sizes().vec() != want.shape || t.scalar_type() != want.dtype)
+      throw Error(where + ": optimizer state '" + kind + "' of '" + fqn +
+                  "' is " + TensorSpec{t.sizes().vec(), t.scalar_type()}.str() +
+                  " there, the plan has " + want.str());
+    return t;
+  };
+
+  const int shardRank = comm.groupRank(CommGroup::Shard);
+  for (const StateEntry &e : plan.state) {
+    if (e.kind == StateKind::FlatParam) {
+      int64_t numel = e.type.shape[0];
+      int64_t begin = e.replicated ? 0 : shardRank * numel;
+      state[e.name] = flatPart(e, begin, numel, e.type.dtype,
+                               [&](const FlatMember &m) {
+                                 return tensorOf(m.name, m.aliases, m.type,
+                                                 "parameter");
+                               });
+    } else if (e.kind == StateKind::Param) {
+      state[e.name] = tensorOf(e.name, e.aliases, e.type, "parameter").clone();
+    } else if (e.kind == StateKind::Buffer) {
+      if (e.persistent) // others are not in a state dict: the model file's
+        state[e.name] = tensorOf(e.name, e.aliases, e.type, "buffer").clone();
+    } else if (isStepCount(e)) {
+      state[e.name] = at::full(e.type.shape, static_cast<double>(step),
+                               at::TensorOptions().dtype(e.type.dtype));
+    } else {
+      const StateEntry *owner = entryNamed(plan, e.param);
+      std::string kind = optimKind(e);
+      if (owner && owner->kind == StateKind::FlatParam) {
+        int64_t numel = e.type.shape[0];
+        state[e.name] = flatPart(
+            *owner, shardRank * numel, numel, e.type.dtype,
+            [&](const FlatMember &m) {
+              return optimOf(m.name, kind, TensorSpec{m.type.shape,
+                                                      e.type.dtype});
+            });
+      } else {
+        state[e.name] = optimOf(e.param, kind, e.type).clone();
+      }
+    }
+  }
+  std::error_code ec;
+  if (fs::exists(fs::path(path) / "rng.pt", ec)) {
+    c10::IValue rng = loadPickle((fs::path(path) / "rng.pt").string());
+    if (rng.isTensor())
+      setGeneratorState(rng.toTensor());
+  }
+  return step;
+}
+
+} // namespace fsdp::runtime
