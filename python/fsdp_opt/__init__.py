@@ -15,6 +15,12 @@ train it on local ranks, read what happened and load the result back.
     print([m["loss"] for m in run.steps], run.summary["peak_bytes"])
     fsdp_opt.load_into(model, "final.pt")
 
+    # Checkpoints: every 100 steps, and resumed up to a total of 300.
+    fsdp_opt.train(plan, "model.pt", "data.pt", steps=200, checkpoint_dir="ckpt",
+                   checkpoint_every=100)
+    fsdp_opt.train(plan, "model.pt", "data.pt", steps=300, resume="ckpt")
+    step = fsdp_opt.load_checkpoint("ckpt", model, optimizer)  # a torch.optim one
+
 `compile` takes fsdp-opt's options as keyword arguments: the flag's name
 with `_` for `-` (`backward_prefetch="BACKWARD_POST"`, `max_grad_norm=1.0`,
 `lr_schedule="cosine"`), True for a flag without a value, a list for a
@@ -36,7 +42,7 @@ import torch
 import fsdp_export
 
 __all__ = ["FsdpOptError", "Plan", "Run", "export", "compile", "save_batches",
-           "train", "load_into", "binary"]
+           "train", "load_into", "load_checkpoint", "binary"]
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -162,10 +168,15 @@ class Run:
         return f"Run({len(self.steps)} steps, losses {self.losses})"
 
 
-def train(plan, model, data, steps=None, save=None, threads=None, nproc=None):
+def train(plan, model, data, steps=None, save=None, threads=None, nproc=None,
+          checkpoint_dir=None, checkpoint_every=None, state_dict_type=None, resume=None):
     """Runs `plan` (a Plan or a path) with fsdp-run on local ranks
     (`nproc`: the plan's world size by default) and returns a Run. `save`:
-    where rank 0 writes the final parameters and buffers (FQN -> tensor)."""
+    where rank 0 writes the final parameters and buffers (FQN -> tensor).
+    `checkpoint_dir`, `checkpoint_every`, `state_dict_type`
+    ("FULL_STATE_DICT", "SHARDED_STATE_DICT") and `resume` are fsdp-run's
+    checkpoint flags (`steps` counts every step, those before the
+    checkpoint too)."""
     if not isinstance(plan, Plan):
         plan = Plan(plan)
     with tempfile.TemporaryDirectory() as tmp:
@@ -178,6 +189,12 @@ def train(plan, model, data, steps=None, save=None, threads=None, nproc=None):
             cmd += ["--threads", str(threads)]
         if save is not None:
             cmd += ["--save", save]
+        for flag, value in (("--checkpoint-dir", checkpoint_dir),
+                            ("--checkpoint-every", checkpoint_every),
+                            ("--state-dict-type", state_dict_type),
+                            ("--resume", resume)):
+            if value is not None:
+                cmd += [flag, str(value)]
         output = _run(cmd)
         with open(metrics) as f:
             lines = [json.loads(line) for line in f if line.strip()]
@@ -189,3 +206,47 @@ def load_into(module, saved, strict=True):
     by FQN) into `module` with load_state_dict; returns its result."""
     state = torch.load(saved)
     return module.load_state_dict(state, strict=strict)
+
+
+def _checkpoint_dir(path):
+    """The checkpoint `path` names: itself, or the one its `latest` names."""
+    if os.path.exists(os.path.join(path, "meta.json")):
+        return path
+    latest = os.path.join(path, "latest")
+    if os.path.exists(latest):
+        with open(latest) as f:
+            return os.path.join(path, f.read().strip())
+    raise FsdpOptError(f"{path} is not a checkpoint and holds none (no latest)")
+
+
+def load_checkpoint(path, module, optimizer=None, strict=True):
+    """Loads an fsdp-run FULL_STATE_DICT checkpoint (a checkpoint directory,
+    or the --checkpoint-dir whose `latest` names one) into `module`
+    (load_state_dict) and, if given, into the torch.optim `optimizer` built
+    over module.parameters() (its state is keyed by parameter FQN, as FSDP's
+    full optim state dict; mapped onto the optimizer's parameters by name).
+    Returns the step the checkpoint was written after."""
+    path = _checkpoint_dir(path)
+    with open(os.path.join(path, "meta.json")) as f:
+        meta = json.load(f)
+    if meta.get("state_dict_type") != "FULL_STATE_DICT":
+        raise FsdpOptError(f"{path} is a {meta.get('state_dict_type')} checkpoint: "
+                           "only a FULL_STATE_DICT one loads into a module")
+    module.load_state_dict(torch.load(os.path.join(path, "model.pt")), strict=strict)
+    if optimizer is not None:
+        saved = torch.load(os.path.join(path, "optim.pt"))
+        by_tensor = {}
+        for name, p in module.named_parameters():
+            by_tensor.setdefault(id(p), name)
+        groups = optimizer.param_groups
+        if len(groups) != 1:
+            raise FsdpOptError("load_checkpoint takes an optimizer with one param group")
+        names = [by_tensor.get(id(p)) for p in groups[0]["params"]]
+        missing = [n for n in names if n not in saved["param_groups"][0]["params"]]
+        if None in names or missing:
+            raise FsdpOptError(f"the optimizer's parameters are not the checkpoint's: {missing}")
+        group = dict(saved["param_groups"][0])
+        group["params"] = list(range(len(names)))
+        state = {i: saved["state"][n] for i, n in enumerate(names) if n in saved["state"]}
+        optimizer.load_state_dict({"state": state, "param_groups": [group]})
+    return meta["step"]
