@@ -1,4 +1,5 @@
-//===- Checkpoint.cpp - checkpoints of a run, and resuming from them -------===//
+//===- Checkpoint.cpp - checkpoints of a run, and resuming from them
+//-------===//
 
 #include "fsdp/runtime/Checkpoint.h"
 
@@ -125,9 +126,10 @@ void setGeneratorState(const at::Tensor &t) {
 /// This rank's part of a flat buffer of `entry`'s layout whose members are
 /// given whole by `member` (by FQN): elements [begin, begin + numel) of the
 /// padded buffer.
-at::Tensor flatPart(const StateEntry &entry, int64_t begin, int64_t numel,
-                    at::ScalarType dtype,
-                    const std::function<at::Tensor(const FlatMember &)> &member) {
+at::Tensor
+flatPart(const StateEntry &entry, int64_t begin, int64_t numel,
+         at::ScalarType dtype,
+         const std::function<at::Tensor(const FlatMember &)> &member) {
   at::Tensor mine = at::zeros({numel}, at::TensorOptions().dtype(dtype));
   int64_t end = begin + numel;
   for (const FlatMember &m : entry.members) {
@@ -152,8 +154,7 @@ std::optional<StateDictType> parseStateDictType(const std::string &name) {
 }
 
 const char *stateDictTypeName(StateDictType type) {
-  return type == StateDictType::Full ? "FULL_STATE_DICT"
-                                     : "SHARDED_STATE_DICT";
+  return type == StateDictType::Full ? "FULL_STATE_DICT" : "SHARDED_STATE_DICT";
 }
 
 //===----------------------------------------------------------------------===//
@@ -178,8 +179,7 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
   barrier(comm);
 
   if (type == StateDictType::Sharded) {
-    c10::impl::GenericDict mine(c10::StringType::get(),
-                                c10::TensorType::get());
+    c10::impl::GenericDict mine(c10::StringType::get(), c10::TensorType::get());
     for (const StateEntry &e : plan.state)
       mine.insert(e.name, state.at(e.name));
     mine.insert("_rng_state", generatorState());
@@ -261,12 +261,11 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
                                        c10::AnyType::get());
       for (auto &[fqn, entries] : optimState) {
         if (adam)
-          entries.insert("step", at::scalar_tensor(static_cast<double>(step),
-                                                   at::kFloat));
+          entries.insert(
+              "step", at::scalar_tensor(static_cast<double>(step), at::kFloat));
         stateDict.insert(fqn, entries);
       }
-      c10::impl::GenericDict group(c10::StringType::get(),
-                                   c10::AnyType::get());
+      c10::impl::GenericDict group(c10::StringType::get(), c10::AnyType::get());
       if (plan.optimizer.is_object())
         for (const auto &[key, value] : plan.optimizer.items()) {
           if (key == "name")
@@ -288,8 +287,7 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
       group.insert("params", names);
       c10::List<c10::IValue> groups(c10::AnyType::get());
       groups.push_back(group);
-      c10::impl::GenericDict optim(c10::StringType::get(),
-                                   c10::AnyType::get());
+      c10::impl::GenericDict optim(c10::StringType::get(), c10::AnyType::get());
       optim.insert("state", stateDict);
       optim.insert("param_groups", groups);
       writeFile((fs::path(tmp) / "optim.pt").string(),
@@ -328,8 +326,8 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
       fs::remove_all(old, ec);
       fs::rename(final, old, ec);
       if (ec)
-        throw Error("cannot replace checkpoint '" + final + "': " +
-                    ec.message());
+        throw Error("cannot replace checkpoint '" + final +
+                    "': " + ec.message());
       fs::remove_all(old, ec);
     }
     fs::rename(tmp, final, ec);
@@ -360,13 +358,14 @@ std::string findCheckpoint(const std::string &path) {
     fs::path dir = fs::path(path) / name;
     if (name.empty() || name.find('/') != std::string::npos ||
         !fs::exists(dir / "meta.json", ec))
-      throw Error("checkpoint directory '" + path + "': latest names '" +
-                  name + "', which is not a checkpoint there");
+      throw Error("checkpoint directory '" + path + "': latest names '" + name +
+                  "', which is not a checkpoint there");
     return dir.string();
   }
   if (!fs::exists(path, ec))
     throw Error("cannot resume: '" + path + "' does not exist");
-  throw Error("cannot resume: '" + path + "' is not a checkpoint (no "
+  throw Error("cannot resume: '" + path +
+              "' is not a checkpoint (no "
               "meta.json) and holds none (no latest)");
 }
 
@@ -386,9 +385,8 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
     if (meta.at("format") != kFormat)
       throw Error(where + " is not an fsdp-run checkpoint");
     if (meta.at("version").get<int64_t>() != kVersion)
-      throw Error(where + " has format version " +
-                  meta.at("version").dump() + ", but this fsdp-run reads " +
-                  std::to_string(kVersion));
+      throw Error(where + " has format version " + meta.at("version").dump() +
+                  ", but this fsdp-run reads " + std::to_string(kVersion));
     step = meta.at("step").get<int64_t>();
     type = parseStateDictType(meta.at("state_dict_type").get<std::string>());
   } catch (const json::exception &e) {
@@ -399,9 +397,8 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
   std::string theirs = meta.value("optimizer", json()).is_object()
                            ? meta["optimizer"].value("name", "")
                            : "";
-  std::string ours = plan.optimizer.is_object()
-                         ? plan.optimizer.value("name", "")
-                         : "";
+  std::string ours =
+      plan.optimizer.is_object() ? plan.optimizer.value("name", "") : "";
   if (theirs != ours)
     throw Error(where + " was written by a run with optimizer '" + theirs +
                 "', but the plan runs '" + ours + "'");
@@ -420,8 +417,7 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
     json layout = layoutOf(plan), saved = meta.value("state", json::array());
     if (layout != saved) {
       auto describe = [](const json &entry) {
-        return "'" + entry.value("name", "") + "' (" +
-               entry.value("type", "") +
+        return "'" + entry.value("name", "") + "' (" + entry.value("type", "") +
                (entry.contains("flat") ? ", a flat parameter" : "") + ")";
       };
       std::string first = "the plan has " + std::to_string(layout.size()) +
@@ -430,12 +426,15 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
       for (size_t i = 0; i < std::min(layout.size(), saved.size()); ++i)
         if (layout[i] != saved[i]) {
           first = "entry " + std::to_string(i + 1) + " is " +
-                  describe(layout[i]) + " in the plan, " +
-                  describe(saved[i]) + " in the checkpoint";
+                  describe(layout[i]) + " in the plan, " + describe(saved[i]) +
+                  " in the checkpoint";
           break;
         }
-      throw Error(where + " holds another model or layout than the plan ("
-                  "state " + first + "): a SHARDED_STATE_DICT "
+      throw Error(where +
+                  " holds another model or layout than the plan ("
+                  "state " +
+                  first +
+                  "): a SHARDED_STATE_DICT "
                   "checkpoint resumes with the plan that wrote it");
     }
     std::string file = (fs::path(path) / rankFileName(comm.rank())).string();
@@ -471,7 +470,7 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
   auto stateIt = optim.find("state");
   if (stateIt == optim.end() || !stateIt->value().isGenericDict())
     throw Error(where + ": optim.pt has no 'state' dict (torch.optim's "
-                "state_dict format)");
+                        "state_dict format)");
   auto optimState = stateIt->value().toGenericDict();
 
   auto tensorOf = [&](const std::string &fqn,
@@ -494,14 +493,13 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
   auto optimOf = [&](const std::string &fqn, const std::string &kind,
                      const TensorSpec &want) {
     auto it = optimState.find(fqn);
-    c10::impl::GenericDict entries(c10::StringType::get(),
-                                   c10::AnyType::get());
+    c10::impl::GenericDict entries(c10::StringType::get(), c10::AnyType::get());
     if (it != optimState.end() && it->value().isGenericDict())
       entries = it->value().toGenericDict();
     auto k = entries.find(kind);
     if (k == entries.end() || !k->value().isTensor())
-      throw Error(where + " has no optimizer state '" + kind + "' of '" +
-                  fqn + "' (it was written by a run with other optimizer "
+      throw Error(where + " has no optimizer state '" + kind + "' of '" + fqn +
+                  "' (it was written by a run with other optimizer "
                   "settings)");
     at::Tensor t = k->value().toTensor();
     if (t.sizes().vec() != want.shape || t.scalar_type() != want.dtype)
@@ -516,11 +514,10 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
     if (e.kind == StateKind::FlatParam) {
       int64_t numel = e.type.shape[0];
       int64_t begin = e.replicated ? 0 : shardRank * numel;
-      state[e.name] = flatPart(e, begin, numel, e.type.dtype,
-                               [&](const FlatMember &m) {
-                                 return tensorOf(m.name, m.aliases, m.type,
-                                                 "parameter");
-                               });
+      state[e.name] =
+          flatPart(e, begin, numel, e.type.dtype, [&](const FlatMember &m) {
+            return tensorOf(m.name, m.aliases, m.type, "parameter");
+          });
     } else if (e.kind == StateKind::Param) {
       state[e.name] = tensorOf(e.name, e.aliases, e.type, "parameter").clone();
     } else if (e.kind == StateKind::Buffer) {
@@ -534,12 +531,12 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
       std::string kind = optimKind(e);
       if (owner && owner->kind == StateKind::FlatParam) {
         int64_t numel = e.type.shape[0];
-        state[e.name] = flatPart(
-            *owner, shardRank * numel, numel, e.type.dtype,
-            [&](const FlatMember &m) {
-              return optimOf(m.name, kind, TensorSpec{m.type.shape,
-                                                      e.type.dtype});
-            });
+        state[e.name] =
+            flatPart(*owner, shardRank * numel, numel, e.type.dtype,
+                     [&](const FlatMember &m) {
+                       return optimOf(m.name, kind,
+                                      TensorSpec{m.type.shape, e.type.dtype});
+                     });
       } else {
         state[e.name] = optimOf(e.param, kind, e.type).clone();
       }

@@ -1,4 +1,5 @@
-//===- Checkpoint.h - checkpoints of a run, and resuming from them -*- C++ -*-===//
+//===- Checkpoint.h - checkpoints of a run, and resuming from them -*- C++
+//-*-===//
 //
 // A checkpoint is a directory DIR/step-NNNNNNNN holding what a run needs to
 // continue exactly where it stopped: the parameters, buffers and optimizer
