@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 
 import torch  # noqa: E402
 
+import attention_check  # noqa: E402
 import models  # noqa: E402
 import parity  # noqa: E402
 import train_parity  # noqa: E402
@@ -87,6 +88,10 @@ def compare(name, losses, expected_state, metrics, final):
 
 
 def main():
+    # torch 2.x archives of nn.MultiheadAttention call
+    # aten::scaled_dot_product_attention: defined here (with its math as the
+    # kernel) so that this torch's eager reference can load them.
+    attention_check.define_attention()
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dir")

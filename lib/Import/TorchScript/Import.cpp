@@ -30,6 +30,8 @@
 #include "llvm/Support/JSON.h"
 
 #include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/frontend/function_schema_parser.h>
+#include <torch/jit.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/inliner.h>
@@ -41,6 +43,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 
@@ -377,6 +380,72 @@ void Importer::tagModulePath(jit::Node *node, const std::string &modulePath) {
       tagModulePath(inner, modulePath);
 }
 
+//===----------------------------------------------------------------------===//
+// torch 2.x's scaled_dot_product_attention
+//===----------------------------------------------------------------------===//
+
+/// torch 2.x's `aten::scaled_dot_product_attention`, which
+/// `nn.MultiheadAttention` (and so every `nn.Transformer*` layer) calls
+/// there: libtorch 1.13 has no such operator, so an archive that calls it
+/// would not load. Registered (schema only, no kernel) when this libtorch
+/// lacks it; every call is replaced at import by the decomposition below.
+static const char *const kAttentionSchema =
+    "aten::scaled_dot_product_attention(Tensor query, Tensor key, Tensor "
+    "value, Tensor? attn_mask=None, float dropout_p=0.0, bool "
+    "is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor";
+
+static void registerAttentionSchema() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto &dispatcher = c10::Dispatcher::singleton();
+    if (dispatcher.findSchema({"aten::scaled_dot_product_attention", ""}))
+      return;
+    // Kept for the life of the process.
+    static c10::RegistrationHandleRAII handle = dispatcher.registerDef(
+        jit::parseSchema(kAttentionSchema),
+        "fsdp-opt: torch 2.x's attention, decomposed at import");
+  });
+}
+
+/// The math of scaled_dot_product_attention (PyTorch's documented
+/// reference): softmax(q k^T * scale + mask) v, with the causal mask, a
+/// boolean or additive attn_mask and dropout as the operator has them. Its
+/// branches fold away on the constants a call passes.
+static const char *const kAttentionSource = R"JIT(
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
+                                 attn_mask: Optional[Tensor], dropout_p: float,
+                                 is_causal: bool, scale: Optional[float],
+                                 enable_gqa: bool) -> Tensor:
+    assert not enable_gqa, "scaled_dot_product_attention with enable_gqa=True is not supported"
+    L = query.size(-2)
+    S = key.size(-2)
+    if scale is None:
+        scale_factor = 1.0 / (float(query.size(-1)) ** 0.5)
+    else:
+        scale_factor = scale
+    attn = torch.matmul(query, key.transpose(-2, -1)) * scale_factor
+    if is_causal:
+        causal = torch.ones([L, S], dtype=11).tril(0)
+        attn = attn.masked_fill(causal.logical_not(), float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == 11:
+            attn = attn.masked_fill(attn_mask.logical_not(), float("-inf"))
+        else:
+            attn = attn + attn_mask
+    attn = torch.softmax(attn, -1)
+    if dropout_p > 0.0:
+        attn = torch.dropout(attn, dropout_p, True)
+    return torch.matmul(attn, value)
+)JIT";
+
+/// The decomposition, compiled once.
+static jit::GraphFunction *attentionDecomposition() {
+  static std::shared_ptr<jit::CompilationUnit> unit =
+      jit::compile(kAttentionSource);
+  return jit::tryToGraphFunction(
+      unit->get_function("scaled_dot_product_attention"));
+}
+
 /// Inlines every call, as libtorch's Inline pass does, and tags the inlined
 /// nodes with the path of the module whose method they come from (the path
 /// follows the GetAttr chain from `self`, so ModuleList members keep their
@@ -399,6 +468,19 @@ void Importer::inlineCalls(jit::Block *block) {
         if (callee)
           cur->removeInput(0);
       }
+    } else if (kind == c10::Symbol::fromQualString(
+                           "aten::scaled_dot_product_attention")) {
+      // torch 2.x's attention, as its math: an inlined call of the
+      // decomposition, in the module that calls it. A call written by a
+      // release without `scale` and `enable_gqa` gets their defaults.
+      callee = attentionDecomposition();
+      jit::WithInsertPoint guard(cur);
+      if (cur->inputs().size() == 6)
+        cur->addInput(block->owningGraph()->insertConstant(c10::IValue()));
+      if (cur->inputs().size() == 7)
+        cur->addInput(block->owningGraph()->insertConstant(false));
+      if (cur->inputs().size() != 8)
+        callee = nullptr;
     }
     if (!callee) {
       for (jit::Block *inner : cur->blocks())
@@ -1753,6 +1835,7 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
     } catch (const std::exception &e) {
       fail(fileLoc, e.what());
     }
+    registerAttentionSchema();
     try {
       // The module's code, types and attributes, without the values of its
       // parameters and buffers: the compiler needs their shapes only.
