@@ -490,11 +490,24 @@ void Importer::inlineCalls(jit::Block *block) {
     }
     jit::Node *prev = cur->prev();
     jit::Node *next = cur->next();
+    // The attention's decomposition is located at the user's call.
+    std::optional<jit::SourceRange> callSite;
+    if (callee == attentionDecomposition())
+      callSite = cur->sourceRange();
     // The callee's own graph, not its optimized (already inlined) one, so
     // that nested calls keep their module paths.
     jit::inlineCallTo(cur, callee, /*use_graph=*/false);
-    for (jit::Node *n = prev->next(); n != next; n = n->next())
+    std::function<void(jit::Node *)> locate = [&](jit::Node *n) {
+      n->setSourceRange(*callSite);
+      for (jit::Block *inner : n->blocks())
+        for (jit::Node *m : inner->nodes())
+          locate(m);
+    };
+    for (jit::Node *n = prev->next(); n != next; n = n->next()) {
       tagModulePath(n, calleePath);
+      if (callSite)
+        locate(n);
+    }
     // Visit what was inlined: it may hold calls of its own.
     cur = prev->next();
   }
