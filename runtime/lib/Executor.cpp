@@ -2,8 +2,8 @@
 
 #include "fsdp/runtime/Executor.h"
 #include "fsdp/runtime/ModelArchive.h"
+#include "fsdp/runtime/TorchCompat.h"
 
-#include <torch/csrc/jit/frontend/function_schema_parser.h>
 #include <torch/script.h>
 #include <torch/serialize.h>
 
@@ -17,7 +17,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <limits>
-#include <mutex>
 
 namespace fsdp::runtime {
 
@@ -45,21 +44,8 @@ State loadState(const Plan &plan, const std::string &modelPath,
       return *module;
     torch::jit::Module m;
     try {
-      // An archive of torch 2.x calls aten::scaled_dot_product_attention
-      // (nn.MultiheadAttention), which libtorch 1.13 lacks: its schema lets
-      // the code load (only the tensors are read here, nothing runs).
-      static std::once_flag once;
-      std::call_once(once, [] {
-        auto &dispatcher = c10::Dispatcher::singleton();
-        if (!dispatcher.findSchema({"aten::scaled_dot_product_attention", ""}))
-          static c10::RegistrationHandleRAII handle = dispatcher.registerDef(
-              torch::jit::parseSchema(
-                  "aten::scaled_dot_product_attention(Tensor query, Tensor "
-                  "key, Tensor value, Tensor? attn_mask=None, float "
-                  "dropout_p=0.0, bool is_causal=False, *, float? "
-                  "scale=None, bool enable_gqa=False) -> Tensor"),
-              "fsdp-run: torch 2.x's attention, to load its archives");
-      });
+      // An archive of torch 2.x may call operators libtorch 1.13 lacks.
+      registerTorch2Schemas();
       m = torch::jit::load(modelPath, c10::Device(c10::kCPU));
     } catch (const c10::Error &e) {
       throw Error("cannot load model '" + modelPath + "': " + firstLine(e));

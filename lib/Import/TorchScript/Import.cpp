@@ -18,6 +18,7 @@
 #include "fsdp/Dialect/ATen/IR/ATenDialect.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 #include "fsdp/runtime/ModelArchive.h"
+#include "fsdp/runtime/TorchCompat.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -30,7 +31,6 @@
 #include "llvm/Support/JSON.h"
 
 #include <torch/csrc/jit/api/module.h>
-#include <torch/csrc/jit/frontend/function_schema_parser.h>
 #include <torch/jit.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
@@ -43,7 +43,6 @@
 #include <functional>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <sstream>
 
@@ -383,29 +382,6 @@ void Importer::tagModulePath(jit::Node *node, const std::string &modulePath) {
 //===----------------------------------------------------------------------===//
 // torch 2.x's scaled_dot_product_attention
 //===----------------------------------------------------------------------===//
-
-/// torch 2.x's `aten::scaled_dot_product_attention`, which
-/// `nn.MultiheadAttention` (and so every `nn.Transformer*` layer) calls
-/// there: libtorch 1.13 has no such operator, so an archive that calls it
-/// would not load. Registered (schema only, no kernel) when this libtorch
-/// lacks it; every call is replaced at import by the decomposition below.
-static const char *const kAttentionSchema =
-    "aten::scaled_dot_product_attention(Tensor query, Tensor key, Tensor "
-    "value, Tensor? attn_mask=None, float dropout_p=0.0, bool "
-    "is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor";
-
-static void registerAttentionSchema() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    auto &dispatcher = c10::Dispatcher::singleton();
-    if (dispatcher.findSchema({"aten::scaled_dot_product_attention", ""}))
-      return;
-    // Kept for the life of the process.
-    static c10::RegistrationHandleRAII handle = dispatcher.registerDef(
-        jit::parseSchema(kAttentionSchema),
-        "fsdp-opt: torch 2.x's attention, decomposed at import");
-  });
-}
 
 /// The math of scaled_dot_product_attention (PyTorch's documented
 /// reference): softmax(q k^T * scale + mask) v, with the causal mask, a
@@ -1848,7 +1824,8 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
     } catch (const std::exception &e) {
       fail(fileLoc, e.what());
     }
-    registerAttentionSchema();
+    // torch 2.x's operators that this libtorch lacks (the attention).
+    fsdp::runtime::registerTorch2Schemas();
     try {
       // The module's code, types and attributes, without the values of its
       // parameters and buffers: the compiler needs their shapes only.
