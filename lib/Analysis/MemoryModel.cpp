@@ -988,6 +988,7 @@ FailureOr<MemoryPrediction> Simulation::run() {
     MemoryPrediction::Unit unit;
     unit.unit = g.start.getUnit().str();
     unit.phase = g.phase;
+    unit.microBatch = order->microBatch(g.start);
     unit.start = order->at(g.start);
     unit.end = g.free ? order->at(g.free) : unit.start;
     unit.peakBytes = 0;

@@ -15,6 +15,7 @@ StepOrder::StepOrder(Block &body) : body(body) { recompute(); }
 void StepOrder::recompute() {
   position.clear();
   boundaries.clear();
+  microBatchStarts.clear();
   backward = nullptr;
   for (Operation &op : body) {
     int64_t at = position.size();
@@ -25,8 +26,13 @@ void StepOrder::recompute() {
       boundaries.emplace_back(at, Phase::Backward);
     } else if (op.hasAttr(kMicroBatchStartAttr)) {
       boundaries.emplace_back(at, Phase::Forward);
+      microBatchStarts.push_back(at);
     }
   }
+}
+
+int64_t StepOrder::microBatch(Operation *op) const {
+  return llvm::upper_bound(microBatchStarts, at(op)) - microBatchStarts.begin();
 }
 
 Phase StepOrder::phase(Operation *op) const {

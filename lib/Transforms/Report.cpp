@@ -255,10 +255,17 @@ void fsdp::printMemoryReport(const MemoryReport &report, raw_ostream &os) {
      << "\n";
   if (!p.units.empty()) {
     os << "peak while a unit's parameters are gathered:\n";
+    // With gradient accumulation each micro-batch gathers again: say which.
+    bool accumulates = llvm::any_of(p.units, [](const auto &u) {
+      return u.microBatch > 0;
+    });
     for (const MemoryPrediction::Unit &u : p.units) {
       std::string path = report.unitModules.lookup(u.unit);
       os << "  " << (path.empty() ? "(root)" : path) << " "
-         << phaseName(u.phase) << " "
+         << phaseName(u.phase) << " ";
+      if (accumulates)
+        os << "(micro-batch " << u.microBatch + 1 << ") ";
+      os
          << formatBytes(u.peakBytes) << " (instructions #" << u.start << "-#"
          << u.end << ")\n";
     }
@@ -277,6 +284,7 @@ void fsdp::writeMemoryReportJSON(const MemoryReport &report,
         {"unit", u.unit},
         {"module", report.unitModules.lookup(u.unit)},
         {"phase", phaseName(u.phase)},
+        {"micro_batch", u.microBatch},
         {"first_instruction", u.start},
         {"last_instruction", u.end},
         {"peak_bytes", u.peakBytes}});

@@ -29,7 +29,7 @@
 //   16-byte reduced shard (96), the buffers go (32); #17 update: the new
 //   shard replaces the old (16).
 // JSON-SAME: "timeline":[48,80,80,80,80,112,112,80,80,80,80,80,80,80,48,80,32,16]
-// JSON-SAME: "units":[{"first_instruction":1,"last_instruction":7,"module":"a","peak_bytes":112,"phase":"forward","unit":"a"}]
+// JSON-SAME: "units":[{"first_instruction":1,"last_instruction":7,"micro_batch":0,"module":"a","peak_bytes":112,"phase":"forward","unit":"a"}]
 // JSON-SAME: "world_size":2
 
 // TEXT: memory: one rank of 2, one step (bytes of live tensor storages, as fsdp-run counts them)

@@ -84,6 +84,7 @@ struct MemoryPrediction {
   struct Unit {
     std::string unit;
     Phase phase;
+    int64_t microBatch; // with gradient accumulation; 0 without
     int64_t start, end, peakBytes;
   };
   llvm::SmallVector<Unit> units;

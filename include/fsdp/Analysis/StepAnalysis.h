@@ -46,6 +46,9 @@ public:
   int64_t at(mlir::Operation *op) const;
   /// The phase `op` runs in.
   Phase phase(mlir::Operation *op) const;
+  /// The micro-batch `op` runs in (0 without gradient accumulation): how
+  /// many fsdp.micro_batch_start marks come at or before it.
+  int64_t microBatch(mlir::Operation *op) const;
   /// The first op of the (first micro-batch's) backward (marked
   /// fsdp.backward_start), or null.
   mlir::Operation *backwardStart() const { return backward; }
@@ -57,6 +60,8 @@ private:
   mlir::Operation *backward = nullptr;
   /// Where a phase starts: positions, ascending, and the phase from there.
   llvm::SmallVector<std::pair<int64_t, Phase>> boundaries;
+  /// Positions of the fsdp.micro_batch_start marks, ascending.
+  llvm::SmallVector<int64_t> microBatchStarts;
 };
 
 /// Whether `user`'s results share the storage of its operand `operand`: an
