@@ -107,9 +107,6 @@ void fsyncPath(const std::string &path) {
   }
 }
 
-void writeFile(const std::string &path, const std::vector<char> &bytes) {
-  writeFileAtomically(path, bytes);
-}
 
 at::Tensor generatorState() {
   at::Generator gen = at::detail::getDefaultCPUGenerator();
@@ -183,7 +180,7 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
     for (const StateEntry &e : plan.state)
       mine.insert(e.name, state.at(e.name));
     mine.insert("_rng_state", generatorState());
-    writeFile((fs::path(tmp) / rankFileName(comm.rank())).string(),
+    writeFileAtomically((fs::path(tmp) / rankFileName(comm.rank())).string(),
               torch::pickle_save(mine));
   } else {
     // One flat parameter (or its optimizer state) gathered at a time; rank
@@ -249,7 +246,7 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
       }
     }
     if (lead) {
-      writeFile((fs::path(tmp) / "model.pt").string(),
+      writeFileAtomically((fs::path(tmp) / "model.pt").string(),
                 torch::pickle_save(model));
       // torch.optim's state dict, keyed by FQN: Adam and AdamW keep a
       // per-parameter step count (a float tensor), SGD none.
@@ -290,9 +287,9 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
       c10::impl::GenericDict optim(c10::StringType::get(), c10::AnyType::get());
       optim.insert("state", stateDict);
       optim.insert("param_groups", groups);
-      writeFile((fs::path(tmp) / "optim.pt").string(),
+      writeFileAtomically((fs::path(tmp) / "optim.pt").string(),
                 torch::pickle_save(optim));
-      writeFile((fs::path(tmp) / "rng.pt").string(),
+      writeFileAtomically((fs::path(tmp) / "rng.pt").string(),
                 torch::pickle_save(generatorState()));
     }
   }
@@ -310,7 +307,7 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
               {"optimizer", plan.optimizer},
               {"state", layoutOf(plan)}};
     std::string text = meta.dump(1) + "\n";
-    writeFile((fs::path(tmp) / "meta.json").string(),
+    writeFileAtomically((fs::path(tmp) / "meta.json").string(),
               std::vector<char>(text.begin(), text.end()));
     // For tests of atomicity: a crash with every file written, before the
     // checkpoint takes its place (what a kill at that moment leaves).
@@ -334,7 +331,7 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
     if (ec)
       throw Error("cannot write checkpoint '" + final + "': " + ec.message());
     fsyncPath(dir);
-    writeFile((fs::path(dir) / "latest").string(),
+    writeFileAtomically((fs::path(dir) / "latest").string(),
               std::vector<char>(name.begin(), name.end()));
   }
   barrier(comm);
