@@ -169,14 +169,16 @@ class Run:
 
 
 def train(plan, model, data, steps=None, save=None, threads=None, nproc=None,
-          checkpoint_dir=None, checkpoint_every=None, state_dict_type=None, resume=None):
+          checkpoint_dir=None, checkpoint_every=None, state_dict_type=None, resume=None,
+          seed=None):
     """Runs `plan` (a Plan or a path) with fsdp-run on local ranks
     (`nproc`: the plan's world size by default) and returns a Run. `save`:
     where rank 0 writes the final parameters and buffers (FQN -> tensor).
     `checkpoint_dir`, `checkpoint_every`, `state_dict_type`
     ("FULL_STATE_DICT", "SHARDED_STATE_DICT") and `resume` are fsdp-run's
     checkpoint flags (`steps` counts every step, those before the
-    checkpoint too)."""
+    checkpoint too). `seed`: torch.manual_seed(seed) on every rank before
+    the first step (dropout's masks)."""
     if not isinstance(plan, Plan):
         plan = Plan(plan)
     with tempfile.TemporaryDirectory() as tmp:
@@ -192,7 +194,7 @@ def train(plan, model, data, steps=None, save=None, threads=None, nproc=None,
         for flag, value in (("--checkpoint-dir", checkpoint_dir),
                             ("--checkpoint-every", checkpoint_every),
                             ("--state-dict-type", state_dict_type),
-                            ("--resume", resume)):
+                            ("--resume", resume), ("--seed", seed)):
             if value is not None:
                 cmd += [flag, str(value)]
         output = _run(cmd)

@@ -4,7 +4,7 @@
 //            [--save F] [--outputs F] [--memory-timeline F] [--nproc N]
 //            [--checkpoint-dir DIR [--checkpoint-every N]
 //             [--state-dict-type FULL_STATE_DICT|SHARDED_STATE_DICT]]
-//            [--resume DIR]
+//            [--resume DIR] [--seed N]
 //
 // D.pt is `torch.save({name: tensor})` with one entry per plan input, each
 // with a leading [steps] dimension ([steps * K] for a plan that accumulates
@@ -19,6 +19,7 @@
 #include "fsdp/runtime/CountingAllocator.h"
 #include "fsdp/runtime/Executor.h"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
 #include <caffe2/serialize/inline_container.h>
@@ -57,6 +58,7 @@ struct Options {
   int64_t steps = -1;
   int64_t threads = 0; // 0: libtorch's default
   int64_t nproc = 0;   // > 0: start this many local ranks
+  std::optional<uint64_t> seed; // the generator's seed on every rank
   bool profile = false;
 };
 
@@ -67,7 +69,7 @@ struct Options {
                "[--memory-timeline F.json] [--threads N] [--profile] "
                "[--nproc N] [--checkpoint-dir DIR [--checkpoint-every N] "
                "[--state-dict-type FULL_STATE_DICT|SHARDED_STATE_DICT]] "
-               "[--resume DIR]\n";
+               "[--resume DIR] [--seed N]\n";
   std::exit(2);
 }
 
@@ -109,6 +111,19 @@ Options parseArgs(int argc, char **argv) {
       std::string v = value();
       try { o.nproc = std::stoll(v); } catch (...) { usage("--nproc takes a number, not '" + v + "'"); }
       if (o.nproc < 1) usage("--nproc must be at least 1");
+    }
+    else if (a == "--seed") {
+      std::string v = value();
+      try {
+        size_t end = 0;
+        if (v.empty() || v[0] == '-')
+          throw std::invalid_argument(v);
+        o.seed = std::stoull(v, &end);
+        if (end != v.size())
+          throw std::invalid_argument(v);
+      } catch (...) {
+        usage("--seed takes a non-negative integer, not '" + v + "'");
+      }
     }
     else if (a == "--steps") {
       std::string v = value();
@@ -603,6 +618,11 @@ void runRank(const Options &o, const RankInfo &info,
   int64_t modelBytesRead = 0;
   State state = loadState(plan, o.model, comm->groupRank(CommGroup::Shard),
                           &modelBytesRead);
+  // torch.manual_seed(N) on every rank, as accelerate's set_seed: dropout
+  // draws the same masks on every rank (a resumed run then takes the
+  // checkpoint's generator state).
+  if (o.seed)
+    at::manual_seed(*o.seed);
   int64_t steps = o.steps;
   std::map<std::string, at::Tensor> data =
       loadData(plan, o.data, steps, info.rank, info.worldSize);
