@@ -932,6 +932,15 @@ FailureOr<MemoryPrediction> Simulation::run() {
              contiguous(type.getShape()));
     } else if (auto c = dyn_cast<aten::CallOp>(op)) {
       call(c);
+    } else if (isa<aten::RngStateOp, aten::AutogradBackwardOp>(op)) {
+      // A copy of the generator's state; gradients the runtime makes
+      // contiguous, each in a storage of its own (what the recomputation
+      // allocates besides them is gone when the instruction ends).
+      for (Value result : op.getResults()) {
+        auto type = cast<RankedTensorType>(result.getType());
+        define(result, fresh(tensorBytes(type), categoryOf(&op, result)),
+               contiguous(type.getShape()));
+      }
     } else if (isa<CollectiveStartOp>(op)) {
       collective(&op);
     } else if (auto wait = dyn_cast<WaitOp>(op)) {

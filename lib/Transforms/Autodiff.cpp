@@ -82,6 +82,66 @@ int64_t inPlaceSelfResult(aten::CallOp call) {
   return -1;
 }
 
+/// The backward of `call` by libtorch's autograd (`aten.autograd_backward`),
+/// for a call no gradient rule covers: the generator's state is copied just
+/// before the call, and the backward computes the call again from its
+/// inputs and back-propagates through it. Returns one gradient per operand
+/// (null where none is needed).
+FailureOr<SmallVector<Value>> autogradBackward(OpBuilder &builder,
+                                               aten::CallOp call,
+                                               ArrayRef<Value> resultGrads,
+                                               ArrayRef<bool> needs) {
+  if (!call.getOverload().starts_with("aten::"))
+    return call.emitOpError()
+           << describeCall(call)
+           << " has no gradient rule, but it lies on the path from the "
+              "parameters to the loss (libtorch's autograd differentiates "
+              "only ATen operators, aten::)";
+  unsigned numSchema = call.getNumSchemaResults();
+  SmallVector<Value> grads;
+  SmallVector<int64_t> gradResults;
+  for (auto [r, g] : llvm::enumerate(resultGrads)) {
+    if (!g)
+      continue;
+    if (r >= numSchema)
+      return call.emitOpError()
+             << describeCall(call)
+             << " cannot be differentiated: a gradient reaches argument #"
+             << (*call.getMutates())[r - numSchema]
+             << ", which it writes in place, and only its results' "
+                "gradients can be back-propagated through libtorch's "
+                "autograd";
+    grads.push_back(g);
+    gradResults.push_back(r);
+  }
+  SmallVector<int64_t> wrt;
+  SmallVector<Type> types;
+  for (auto [index, need] : llvm::enumerate(needs))
+    if (need) {
+      wrt.push_back(index);
+      types.push_back(call.getOperand(index).getType());
+    }
+  Value state;
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPoint(call);
+    state = aten::RngStateOp::create(
+        builder, call.getLoc(),
+        RankedTensorType::get({aten::kRngStateBytes},
+                              builder.getIntegerType(8, /*isSigned=*/false)));
+  }
+  auto backward = aten::AutogradBackwardOp::create(
+      builder, call.getLoc(), types, call.getOverloadAttr(), call.getArgs(),
+      call.getOperands(), grads, state,
+      builder.getDenseI64ArrayAttr(gradResults),
+      builder.getDenseI64ArrayAttr(wrt), builder.getI64IntegerAttr(numSchema),
+      call.getMutatesAttr(), call.getListResultAttr());
+  SmallVector<Value> operandGrads(call.getNumOperands());
+  for (auto [k, index] : llvm::enumerate(wrt))
+    operandGrads[index] = backward.getResult(k);
+  return operandGrads;
+}
+
 class Differentiator {
 public:
   Differentiator(ModuleOp module, func::FuncOp func)
@@ -211,20 +271,23 @@ LogicalResult Differentiator::backward() {
     }
     if (llvm::none_of(resultGrads, [](Value g) { return bool(g); }))
       continue;
-    const aten::GradientRule *rule = aten::lookupGradient(call.getOverload());
-    if (!rule || !rule->backward)
-      return call.emitOpError()
-             << describeCall(call)
-             << " has no gradient rule, but it lies on the path from the "
-                "parameters to the loss";
     SmallVector<bool> needs;
     for (Value operand : call.getOperands())
       needs.push_back(active.contains(operand));
     b.setLoc(call.getLoc());
     aten::GradientContext context(b, call, resultGrads, needs);
-    if (failed(rule->backward(context)))
+    const aten::GradientRule *rule = aten::lookupGradient(call.getOverload());
+    if (rule && rule->backward && failed(rule->backward(context)))
       return failure();
-    for (auto [index, grad] : llvm::enumerate(context.operandGrads())) {
+    SmallVector<Value> operandGrads(context.operandGrads());
+    if (!rule || !rule->backward || context.wantsAutograd()) {
+      FailureOr<SmallVector<Value>> viaAutograd =
+          autogradBackward(builder, call, resultGrads, needs);
+      if (failed(viaAutograd))
+        return failure();
+      operandGrads = std::move(*viaAutograd);
+    }
+    for (auto [index, grad] : llvm::enumerate(operandGrads)) {
       if (!grad || !needs[index])
         continue;
       Value operand = call.getOperand(index);

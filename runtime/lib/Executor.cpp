@@ -4,6 +4,8 @@
 #include "fsdp/runtime/ModelArchive.h"
 #include "fsdp/runtime/TorchCompat.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/script.h>
 #include <torch/serialize.h>
 
@@ -387,9 +389,13 @@ Executor::Executor(const Plan &plan, Communicator *comm)
       constants[i] = t;
       continue;
     }
-    if (inst.kind != InstKind::Call)
+    if (inst.kind != InstKind::Call && inst.kind != InstKind::AutogradBackward)
       continue;
-    std::string where = "instruction #" + std::to_string(i) + " (" + inst.op + ")";
+    std::string where = "instruction #" + std::to_string(i) + " (" +
+                        (inst.kind == InstKind::AutogradBackward
+                             ? "autograd backward of "
+                             : "") +
+                        inst.op + ")";
     auto dot = inst.op.find('.');
     std::string name = inst.op.substr(0, dot);
     std::string overload = dot == std::string::npos ? "" : inst.op.substr(dot + 1);
@@ -422,10 +428,18 @@ Executor::Executor(const Plan &plan, Communicator *comm)
       } else {
         constant = scalarArg(arg, schema.arguments()[a].type(), where);
       }
+      for (size_t k = 0; k < argSlots.size(); ++k)
+        if (argSlots[k] >= 0)
+          call.operands.emplace_back(a, k);
       call.argKind.push_back(kind);
       call.argSlots.push_back(std::move(argSlots));
       call.constants.push_back(std::move(constant));
     }
+    for (int64_t w : inst.wrt)
+      if (w < 0 || w >= static_cast<int64_t>(call.operands.size()))
+        throw Error(where + ": differentiates operand #" + std::to_string(w) +
+                    ", but the call has " +
+                    std::to_string(call.operands.size()) + " tensor operands");
     for (int64_t a : inst.mutates) {
       int64_t slot = call.argSlots[a][0];
       int uses = 0;
@@ -441,6 +455,144 @@ Executor::Executor(const Plan &plan, Communicator *comm)
 //===----------------------------------------------------------------------===//
 // Running
 //===----------------------------------------------------------------------===//
+
+void Executor::buildStack(const Call &call, torch::jit::Stack &stack,
+                          const std::map<size_t, at::Tensor> &replace) const {
+  stack.clear();
+  size_t operand = 0;
+  auto tensor = [&](int64_t slot) -> const at::Tensor & {
+    auto it = replace.find(operand++);
+    return it != replace.end() ? it->second : slots[slot];
+  };
+  for (size_t a = 0; a < call.argKind.size(); ++a) {
+    const std::vector<int64_t> &s = call.argSlots[a];
+    switch (call.argKind[a]) {
+    case 0:
+      stack.push_back(call.constants[a]);
+      break;
+    case 1:
+      stack.push_back(tensor(s[0]));
+      break;
+    case 2: {
+      c10::List<at::Tensor> list;
+      for (int64_t slot : s)
+        list.push_back(tensor(slot));
+      stack.push_back(std::move(list));
+      break;
+    }
+    default: {
+      c10::List<c10::optional<at::Tensor>> list;
+      for (int64_t slot : s)
+        list.push_back(slot < 0 ? c10::optional<at::Tensor>()
+                                : c10::optional<at::Tensor>(tensor(slot)));
+      stack.push_back(std::move(list));
+      break;
+    }
+    }
+  }
+}
+
+std::vector<at::Tensor>
+Executor::callResults(size_t i, const Instruction &inst,
+                      const torch::jit::Stack &stack) const {
+  std::vector<at::Tensor> results;
+  if (inst.listResult) {
+    results = stack[0].toTensorList().vec();
+  } else {
+    for (size_t r = 0; r < stack.size() &&
+                       results.size() < static_cast<size_t>(inst.numSchemaResults);
+         ++r)
+      if (stack[r].isTensor())
+        results.push_back(stack[r].toTensor());
+  }
+  if (static_cast<int64_t>(results.size()) != inst.numSchemaResults)
+    throw Error("instruction #" + std::to_string(i) + " (" + inst.op +
+                ") returned " + std::to_string(results.size()) +
+                " tensors, the plan expects " +
+                std::to_string(inst.numSchemaResults));
+  return results;
+}
+
+/// The gradients of a call by libtorch's autograd: the call again, on
+/// leaves that require gradients, with the generator's state it ran with
+/// (then the current one back), and one backward through it. Each gradient
+/// is bound contiguous, in a storage of its own, as the memory model has it.
+void Executor::autogradBackward(size_t i, const Instruction &inst,
+                                torch::jit::Stack &stack) {
+  const Call &call = calls[i];
+  std::string where = "instruction #" + std::to_string(i) + " (autograd " +
+                      "backward of " + inst.op +
+                      (inst.loc.empty() ? "" : " in " + inst.loc) + ")";
+  std::map<size_t, at::Tensor> replace;
+  std::vector<at::Tensor> leaves;
+  for (int64_t w : inst.wrt) {
+    const auto &[a, k] = call.operands[w];
+    at::Tensor leaf = slots[call.argSlots[a][k]].detach().requires_grad_(true);
+    replace[w] = leaf;
+    leaves.push_back(leaf);
+  }
+  buildStack(call, stack, replace);
+  // Written arguments are written into copies (of the leaves: the gradient
+  // flows through the copy).
+  for (int64_t a : inst.mutates)
+    stack[a] = stack[a].toTensor().clone();
+
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  at::Tensor current;
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    current = gen.get_state();
+  }
+  auto restore = [&] {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(current);
+  };
+  std::vector<at::Tensor> grads;
+  try {
+    if (inst.rng >= 0) {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(slots[inst.rng]);
+    }
+    at::AutoGradMode enable(true);
+    call.op->callBoxed(stack);
+    restore();
+    std::vector<at::Tensor> results = callResults(i, inst, stack);
+    std::vector<at::Tensor> outputs, gradOutputs;
+    for (const auto &[r, slot] : inst.resultGrads)
+      if (results[r].requires_grad()) {
+        outputs.push_back(results[r]);
+        gradOutputs.push_back(slots[slot]);
+      }
+    if (!outputs.empty())
+      grads = torch::autograd::grad(outputs, leaves, gradOutputs,
+                                    /*retain_graph=*/false,
+                                    /*create_graph=*/false,
+                                    /*allow_unused=*/true);
+  } catch (const Error &) {
+    restore();
+    throw;
+  } catch (const c10::Error &e) {
+    restore();
+    throw Error(where + ": " + firstLine(e));
+  } catch (const std::exception &e) {
+    restore();
+    throw Error(where + ": " + e.what());
+  }
+  stack.clear(); // the recomputation's graph and results
+  grads.resize(leaves.size());
+  for (size_t k = 0; k < leaves.size(); ++k) {
+    at::Tensor g = grads[k];
+    if (!g.defined())
+      g = at::zeros_like(leaves[k], at::MemoryFormat::Contiguous);
+    else if (!g.is_contiguous() || g.storage_offset() != 0 ||
+             static_cast<int64_t>(g.storage().nbytes()) !=
+                 static_cast<int64_t>(g.nbytes()) ||
+             storages.count(g.storage().unsafeGetStorageImpl()))
+      g = g.clone(at::MemoryFormat::Contiguous);
+    set(inst.results[k], g.detach());
+  }
+}
+
 
 void Executor::count(const at::Tensor &t) {
   if (!t.defined())
@@ -594,35 +746,18 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
       break;
     }
 
+    case InstKind::RngState: {
+      at::Generator gen = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      set(inst.result, gen.get_state());
+      break;
+    }
+    case InstKind::AutogradBackward:
+      autogradBackward(i, inst, stack);
+      break;
     case InstKind::Call: {
       const Call &call = calls[i];
-      stack.clear();
-      for (size_t a = 0; a < call.argKind.size(); ++a) {
-        const std::vector<int64_t> &s = call.argSlots[a];
-        switch (call.argKind[a]) {
-        case 0:
-          stack.push_back(call.constants[a]);
-          break;
-        case 1:
-          stack.push_back(slots[s[0]]);
-          break;
-        case 2: {
-          c10::List<at::Tensor> list;
-          for (int64_t slot : s)
-            list.push_back(slots[slot]);
-          stack.push_back(std::move(list));
-          break;
-        }
-        default: {
-          c10::List<c10::optional<at::Tensor>> list;
-          for (int64_t slot : s)
-            list.push_back(slot < 0 ? c10::optional<at::Tensor>()
-                                    : c10::optional<at::Tensor>(slots[slot]));
-          stack.push_back(std::move(list));
-          break;
-        }
-        }
-      }
+      buildStack(call, stack, {});
       // Written arguments are written into copies: the plan is functional.
       // A value that dies here, held by its slot and the call alone (no view
       // or state shares its storage), is written in place instead.
@@ -647,27 +782,8 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
                     firstLine(e));
       }
       size_t next = 0;
-      if (inst.listResult) {
-        std::vector<at::Tensor> list = stack[0].toTensorList().vec();
-        if (static_cast<int64_t>(list.size()) != inst.numSchemaResults)
-          throw Error("instruction #" + std::to_string(i) + " (" + inst.op +
-                      ") returned " + std::to_string(list.size()) +
-                      " tensors, the plan expects " +
-                      std::to_string(inst.numSchemaResults));
-        for (const at::Tensor &t : list)
-          set(inst.results[next++], t);
-      } else {
-        for (size_t r = 0; r < stack.size() &&
-                           next < static_cast<size_t>(inst.numSchemaResults);
-             ++r)
-          if (stack[r].isTensor())
-            set(inst.results[next++], stack[r].toTensor());
-      }
-      if (static_cast<int64_t>(next) != inst.numSchemaResults)
-        throw Error("instruction #" + std::to_string(i) + " (" + inst.op +
-                    ") returned " + std::to_string(next) +
-                    " tensors, the plan expects " +
-                    std::to_string(inst.numSchemaResults));
+      for (at::Tensor &t : callResults(i, inst, stack))
+        set(inst.results[next++], std::move(t));
       for (const at::Tensor &t : written)
         set(inst.results[next++], t);
       break;

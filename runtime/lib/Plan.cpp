@@ -213,13 +213,41 @@ static void validate(const Plan &plan, const std::string &path) {
                     std::to_string(inst.type.numel() *
                                    c10::elementSize(inst.type.dtype)));
       break;
+    case InstKind::RngState:
+      checkSlot(i, inst.result);
+      break;
+    case InstKind::AutogradBackward:
     case InstKind::Call: {
       for (int64_t r : inst.results)
         checkSlot(i, r);
-      if (inst.numSchemaResults < 0 ||
-          inst.numSchemaResults + inst.mutates.size() != inst.results.size())
+      if (inst.kind == InstKind::Call &&
+          (inst.numSchemaResults < 0 ||
+           inst.numSchemaResults + inst.mutates.size() != inst.results.size()))
         fail(i, "has " + std::to_string(inst.results.size()) +
                     " results, expected num_schema_results + written arguments");
+      if (inst.kind == InstKind::AutogradBackward) {
+        if (inst.results.size() != inst.wrt.size())
+          fail(i, "has " + std::to_string(inst.results.size()) +
+                      " results, expected one per wrt operand");
+        if (inst.rng >= 0)
+          checkSlot(i, inst.rng);
+        int64_t previous = -1;
+        for (const auto &[result, slot] : inst.resultGrads) {
+          checkSlot(i, slot);
+          if (result <= previous || result >= inst.numSchemaResults)
+            fail(i, "has a gradient of result " + std::to_string(result) +
+                        ", which is not one of its " +
+                        std::to_string(inst.numSchemaResults) +
+                        " schema results in order");
+          previous = result;
+        }
+        previous = -1;
+        for (int64_t w : inst.wrt) {
+          if (w <= previous)
+            fail(i, "wrt is not in increasing order");
+          previous = w;
+        }
+      }
       if (!inst.args.is_array())
         fail(i, "args is not a list");
       for (int64_t m : inst.mutates)
@@ -417,8 +445,9 @@ Plan loadPlan(const std::string &path) {
         inst.type = parseType(i);
         inst.hex = i.at("hex").get<std::string>();
         inst.result = i.at("result").get<int64_t>();
-      } else if (kind == "call") {
-        inst.kind = InstKind::Call;
+      } else if (kind == "call" || kind == "autograd_backward") {
+        // A call, or the gradients of one (the call's own fields and more).
+        inst.kind = kind == "call" ? InstKind::Call : InstKind::AutogradBackward;
         inst.op = i.at("op").get<std::string>();
         inst.args = i.at("args");
         inst.results = i.at("results").get<std::vector<int64_t>>();
@@ -426,6 +455,17 @@ Plan loadPlan(const std::string &path) {
         inst.mutates = i.at("mutates").get<std::vector<int64_t>>();
         inst.listResult = i.at("list_result").get<bool>();
         inst.loc = i.value("loc", "");
+        if (inst.kind == InstKind::AutogradBackward) {
+          for (const json &g : i.at("grads"))
+            inst.resultGrads.emplace_back(g.at("result").get<int64_t>(),
+                                          g.at("grad").get<int64_t>());
+          inst.wrt = i.at("wrt").get<std::vector<int64_t>>();
+          if (i.contains("rng"))
+            inst.rng = i.at("rng").get<int64_t>();
+        }
+      } else if (kind == "rng_state") {
+        inst.kind = InstKind::RngState;
+        inst.result = i.at("result").get<int64_t>();
       } else if (kind == "all_gather" || kind == "reduce_scatter" ||
                  kind == "all_reduce") {
         inst.kind = kind == "all_gather"       ? InstKind::AllGather

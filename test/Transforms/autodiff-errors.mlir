@@ -3,8 +3,8 @@
 fsdp.param @w : tensor<4xf32> in "" : "M"
 func.func @train_step() -> tensor<f32> {
   %w = fsdp.get @w : tensor<4xf32>
-  // expected-error@+1 {{'aten.call' op aten::special_entr has no gradient rule, but it lies on the path from the parameters to the loss}}
-  %y = aten.call "aten::special_entr"(%w) : (tensor<4xf32>) -> tensor<4xf32>
+  // expected-error@+1 {{'aten.call' op mylib::entr has no gradient rule, but it lies on the path from the parameters to the loss (libtorch's autograd differentiates only ATen operators, aten::)}}
+  %y = aten.call "mylib::entr"(%w) : (tensor<4xf32>) -> tensor<4xf32>
   %s = aten.call "aten::sum"(%y, none) : (tensor<4xf32>) -> tensor<f32>
   return %s : tensor<f32>
 }
@@ -15,7 +15,7 @@ func.func @train_step() -> tensor<f32> {
 fsdp.param @w : tensor<4xf32> in "" : "M"
 func.func @train_step() -> tensor<f32> {
   %w = fsdp.get @w : tensor<4xf32>
-  %y = aten.call "aten::special_entr"(%w) : (tensor<4xf32>) -> tensor<4xf32>
+  %y = aten.call "mylib::entr"(%w) : (tensor<4xf32>) -> tensor<4xf32>
   %s = aten.call "aten::sum"(%w, none) : (tensor<4xf32>) -> tensor<f32>
   return %s : tensor<f32>
 }
@@ -55,12 +55,15 @@ func.func @train_step() -> tensor<f32> {
 
 // -----
 
-fsdp.param @w : tensor<4x4xf32> in "" : "M"
-func.func @train_step(%i: tensor<4xi64>) -> tensor<f32> {
-  %w = fsdp.get @w : tensor<4x4xf32>
-  // expected-error@+1 {{'aten.call' op cannot be differentiated: only constant padding is supported}}
-  %p = aten.call "aten::pad"(%w, [1, 1], "reflect", none) : (tensor<4x4xf32>) -> tensor<4x6xf32>
-  %s = aten.call "aten::sum"(%p, none) : (tensor<4x6xf32>) -> tensor<f32>
+// Through libtorch's autograd, only the results' gradients flow back: not
+// one that reaches an argument the op writes in place (other than self).
+fsdp.param @w : tensor<4xf32> in "" : "M"
+func.func @train_step() -> tensor<f32> {
+  %w = fsdp.get @w : tensor<4xf32>
+  %v = aten.call "aten::mul.Scalar"(%w, 2.0) : (tensor<4xf32>) -> tensor<4xf32>
+  // expected-error@+1 {{'aten.call' op aten::special_thing cannot be differentiated: a gradient reaches argument #1, which it writes in place, and only its results' gradients can be back-propagated through libtorch's autograd}}
+  %y:2 = aten.call "aten::special_thing"(%w, %v) {mutates = array<i64: 1>} : (tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  %s = aten.call "aten::sum"(%y#1, none) : (tensor<4xf32>) -> tensor<f32>
   return %s : tensor<f32>
 }
 

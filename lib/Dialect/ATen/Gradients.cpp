@@ -276,7 +276,7 @@ LogicalResult clampWith(GradientContext &c, std::optional<unsigned> minArg,
   Value self = c.args.tensor(0);
   for (std::optional<unsigned> arg : {minArg, maxArg})
     if (arg && !c.args.isNone(*arg) && !c.args.getFloat(*arg))
-      return c.fail("a tensor clamp bound is not supported");
+      return c.autograd();
   Value mask = clampMask(c, self, minArg, maxArg);
   c.set(0, mask ? c.b.where(mask, c.grad(), 0.0) : c.grad());
   return success();
@@ -449,7 +449,7 @@ LogicalResult addcmul(GradientContext &c) {
 LogicalResult linear(GradientContext &c) {
   Value input = c.args.tensor(0), weight = c.args.tensor(1);
   if (typeOf(weight).getRank() != 2)
-    return c.fail("a weight that is not 2-D is not supported");
+    return c.autograd();
   int64_t out = shapeOf(weight)[0], in = shapeOf(weight)[1];
   int64_t rows = typeOf(input).getNumElements() / std::max<int64_t>(in, 1);
   Value g2 = c.b.reshape(c.grad(), {rows, out});
@@ -503,7 +503,7 @@ LogicalResult matmul(GradientContext &c) {
   Value self = c.args.tensor(0), other = c.args.tensor(1);
   int64_t rs = typeOf(self).getRank(), ro = typeOf(other).getRank();
   if (rs == 1 && ro == 1)
-    return c.fail("a dot product of two vectors is not supported");
+    return c.autograd();
   // Vectors become matrices ([k] -> [1, k] on the left, [k, 1] on the
   // right), as matmul itself treats them; the gradient follows.
   Value a = rs == 1 ? c.b.reshape(self, {1, shapeOf(self)[0]}) : self;
@@ -571,7 +571,7 @@ LogicalResult convolution(GradientContext &c, const ConvArgs &a) {
   Value input = c.args.tensor(0), weight = c.args.tensor(1);
   int64_t spatial = typeOf(weight).getRank() - 2;
   if (typeOf(input).getRank() != spatial + 2)
-    return c.fail("an unbatched input is not supported");
+    return c.autograd();
   bool transposed = a.transposed;
   if (a.transposedArg) {
     REQUIRE(t, c.args.getBool(*a.transposedArg), "transposed");
@@ -589,8 +589,7 @@ LogicalResult convolution(GradientContext &c, const ConvArgs &a) {
                           ? (*dilation)[d] * (shapeOf(weight)[d + 2] - 1)
                           : 0;
       if (total % 2 != 0)
-        return c.fail("padding=\"same\" with an even kernel (asymmetric "
-                      "padding) is not supported");
+        return c.autograd(); // asymmetric padding
       padding.push_back(total / 2);
     }
   } else {
@@ -794,9 +793,9 @@ LogicalResult dropout(GradientContext &c) {
 LogicalResult featureDropout(GradientContext &c) {
   auto p = c.args.getFloat(1);
   auto train = c.args.getBool(2);
+  // In training, the mask is drawn inside the op: autograd replays it.
   if (!p || !train || (*p != 0.0 && *train))
-    return c.fail("channel dropout with p > 0 in training is not supported "
-                  "yet");
+    return c.autograd();
   return identity(c);
 }
 
@@ -1249,7 +1248,7 @@ LogicalResult padBack(GradientContext &c) {
   if (c.op.getOpName() == "aten::pad") {
     auto mode = c.args.getString(2);
     if (!mode || *mode != "constant")
-      return c.fail("only constant padding is supported");
+      return c.autograd(); // reflect, replicate, circular
   }
   REQUIRE(pad, c.args.getInts(1), "pad");
   SmallVector<int64_t> negated;

@@ -88,8 +88,11 @@ private:
     return it->second;
   }
   FailureOr<json::Value> typeJson(Operation *op, Type type);
-  FailureOr<json::Value> argJson(aten::CallOp op, Attribute arg,
+  FailureOr<json::Value> argJson(Operation *op, Attribute arg,
                                  ValueRange operands, unsigned &next);
+  /// A call's `args`, with its tensor operands' slots.
+  FailureOr<json::Value> argsJson(Operation *op, ArrayAttr args,
+                                  ValueRange operands);
 
   llvm::DenseMap<Value, int64_t> slots;
 };
@@ -112,7 +115,29 @@ FailureOr<json::Value> PlanWriter::typeJson(Operation *op, Type type) {
 }
 
 /// One schema argument (docs/plan-format.md, "Arguments").
-FailureOr<json::Value> PlanWriter::argJson(aten::CallOp op, Attribute arg,
+/// The written arguments of a call (`mutates`), by schema position.
+static json::Array mutatesJson(std::optional<ArrayRef<int64_t>> mutates) {
+  json::Array out;
+  if (mutates)
+    for (int64_t arg : *mutates)
+      out.push_back(arg);
+  return out;
+}
+
+FailureOr<json::Value> PlanWriter::argsJson(Operation *op, ArrayAttr args,
+                                            ValueRange operands) {
+  json::Array out;
+  unsigned next = 0;
+  for (Attribute arg : args) {
+    FailureOr<json::Value> a = argJson(op, arg, operands, next);
+    if (failed(a))
+      return failure();
+    out.push_back(std::move(*a));
+  }
+  return json::Value(std::move(out));
+}
+
+FailureOr<json::Value> PlanWriter::argJson(Operation *op, Attribute arg,
                                            ValueRange operands,
                                            unsigned &next) {
   if (isa<aten::TensorArgAttr>(arg))
@@ -142,7 +167,7 @@ FailureOr<json::Value> PlanWriter::argJson(aten::CallOp op, Attribute arg,
   if (auto t = dyn_cast<TypeAttr>(arg)) {
     std::string dtype = dtypeName(t.getValue());
     if (dtype.empty())
-      return op.emitOpError("has dtype argument ")
+      return op->emitOpError("has dtype argument ")
              << t.getValue() << ", which a plan cannot hold";
     return json::Value(json::Object{{"dtype", dtype}});
   }
@@ -168,7 +193,8 @@ FailureOr<json::Value> PlanWriter::argJson(aten::CallOp op, Attribute arg,
     return json::Value(
         json::Object{{optionalTensors ? "otl" : "l", std::move(elements)}});
   }
-  return op.emitOpError("has argument ") << arg << ", which a plan cannot hold";
+  return op->emitOpError("has argument ")
+         << arg << ", which a plan cannot hold";
 }
 
 LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
@@ -339,15 +365,11 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
       inst["op"] = call.getOverload();
       if (std::string where = describeLocation(call.getLoc()); !where.empty())
         inst["loc"] = where;
-      json::Array args;
-      unsigned next = 0;
-      for (Attribute arg : call.getArgs()) {
-        FailureOr<json::Value> a = argJson(call, arg, call.getOperands(), next);
-        if (failed(a))
-          return failure();
-        args.push_back(std::move(*a));
-      }
-      inst["args"] = std::move(args);
+      FailureOr<json::Value> args =
+          argsJson(call, call.getArgs(), call.getOperands());
+      if (failed(args))
+        return failure();
+      inst["args"] = std::move(*args);
       json::Array results;
       for (Value result : call.getResults()) {
         if (failed(typeJson(call, result.getType())))
@@ -356,12 +378,44 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
       }
       inst["results"] = std::move(results);
       inst["num_schema_results"] = int64_t(call.getNumSchemaResults());
-      json::Array mutates;
-      if (auto m = call.getMutates())
-        for (int64_t arg : *m)
-          mutates.push_back(arg);
-      inst["mutates"] = std::move(mutates);
+      inst["mutates"] = mutatesJson(call.getMutates());
       inst["list_result"] = call.getListResult();
+    } else if (auto rng = dyn_cast<aten::RngStateOp>(op)) {
+      if (failed(typeJson(&op, rng.getType())))
+        return failure();
+      inst["kind"] = "rng_state";
+      inst["result"] = slot(rng.getState());
+    } else if (auto backward = dyn_cast<aten::AutogradBackwardOp>(op)) {
+      inst["kind"] = "autograd_backward";
+      inst["op"] = backward.getOverload();
+      if (std::string where = describeLocation(backward.getLoc());
+          !where.empty())
+        inst["loc"] = where;
+      FailureOr<json::Value> args =
+          argsJson(backward, backward.getArgs(), backward.getInputs());
+      if (failed(args))
+        return failure();
+      inst["args"] = std::move(*args);
+      inst["num_schema_results"] = backward.getNumForwardResults();
+      inst["list_result"] = backward.getListResult();
+      inst["mutates"] = mutatesJson(backward.getMutates());
+      json::Array grads;
+      for (auto [r, g] : llvm::zip(backward.getGradResults(),
+                                   backward.getResultGrads()))
+        grads.push_back(json::Object{{"result", r}, {"grad", slot(g)}});
+      inst["grads"] = std::move(grads);
+      if (Value state = backward.getRngState())
+        inst["rng"] = slot(state);
+      json::Array wrt, results;
+      for (auto [index, grad] :
+           llvm::zip(backward.getWrt(), backward.getGrads())) {
+        if (failed(typeJson(&op, grad.getType())))
+          return failure();
+        wrt.push_back(index);
+        results.push_back(slot(grad));
+      }
+      inst["wrt"] = std::move(wrt);
+      inst["results"] = std::move(results);
     } else if (auto gather = dyn_cast<AllGatherStartOp>(op)) {
       inst["kind"] = "all_gather";
       inst["unit"] = gather.getUnit();

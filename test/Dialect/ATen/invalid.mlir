@@ -248,3 +248,79 @@ func.func @constant_not_elements() {
   %0 = aten.constant 1.0 : f32
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// aten.rng_state, aten.autograd_backward
+//===----------------------------------------------------------------------===//
+
+func.func @rng_state_type() {
+  // expected-error@+1 {{'aten.rng_state' op expects a 1-D tensor of ui8 (the generator's state bytes), found 'tensor<4x4xf32>'}}
+  %s = aten.rng_state : tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @autograd_backward_name(%x: tensor<4xf32>) {
+  // expected-error@+1 {{'aten.autograd_backward' op expects an overload name `namespace::name[.overload]`, found "cumsum"}}
+  %g = aten.autograd_backward "cumsum"(%x : tensor<4xf32>) grads(%x : tensor<4xf32>) {args = [#aten.tensor, 0, #aten.none], grad_results = array<i64: 0>, num_forward_results = 1, wrt = array<i64: 0>} -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @autograd_backward_inputs(%x: tensor<4xf32>) {
+  // expected-error@+1 {{'aten.autograd_backward' op arguments name 2 tensor operands but the op has 1 inputs}}
+  %g = aten.autograd_backward "aten::mul.Tensor"(%x : tensor<4xf32>) grads(%x : tensor<4xf32>) {args = [#aten.tensor, #aten.tensor], grad_results = array<i64: 0>, num_forward_results = 1, wrt = array<i64: 0>} -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @autograd_backward_grad_count(%x: tensor<4xf32>) {
+  // expected-error@+1 {{'aten.autograd_backward' op has 1 result gradients but grad_results names 2}}
+  %g = aten.autograd_backward "aten::cumsum"(%x : tensor<4xf32>) grads(%x : tensor<4xf32>) {args = [#aten.tensor, 0, #aten.none], grad_results = array<i64: 0, 1>, num_forward_results = 2, wrt = array<i64: 0>} -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @autograd_backward_grad_results(%x: tensor<4xf32>) {
+  // expected-error@+1 {{'aten.autograd_backward' op grad_results must name forward results in increasing order, below 1, found 1}}
+  %g = aten.autograd_backward "aten::cumsum"(%x : tensor<4xf32>) grads(%x : tensor<4xf32>) {args = [#aten.tensor, 0, #aten.none], grad_results = array<i64: 1>, num_forward_results = 1, wrt = array<i64: 0>} -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @autograd_backward_wrt_count(%x: tensor<4xf32>) {
+  // expected-error@+1 {{'aten.autograd_backward' op returns 2 gradients but wrt names 1 inputs}}
+  %g:2 = aten.autograd_backward "aten::cumsum"(%x : tensor<4xf32>) grads(%x : tensor<4xf32>) {args = [#aten.tensor, 0, #aten.none], grad_results = array<i64: 0>, num_forward_results = 1, wrt = array<i64: 0>} -> tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @autograd_backward_wrt_order(%x: tensor<4xf32>, %y: tensor<4xf32>) {
+  // expected-error@+1 {{'aten.autograd_backward' op wrt must name inputs in increasing order, found 0}}
+  %g:2 = aten.autograd_backward "aten::mul.Tensor"(%x, %y : tensor<4xf32>, tensor<4xf32>) grads(%x : tensor<4xf32>) {args = [#aten.tensor, #aten.tensor], grad_results = array<i64: 0>, num_forward_results = 1, wrt = array<i64: 1, 0>} -> tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @autograd_backward_grad_type(%x: tensor<4xf32>) {
+  // expected-error@+1 {{'aten.autograd_backward' op gradient #0 has type 'tensor<4xf64>', expected input #0's type 'tensor<4xf32>'}}
+  %g = aten.autograd_backward "aten::cumsum"(%x : tensor<4xf32>) grads(%x : tensor<4xf32>) {args = [#aten.tensor, 0, #aten.none], grad_results = array<i64: 0>, num_forward_results = 1, wrt = array<i64: 0>} -> tensor<4xf64>
+  return
+}
+
+// -----
+
+func.func @autograd_backward_rng(%x: tensor<4xf32>) {
+  // expected-error@+1 {{'aten.autograd_backward' op expects the generator's state as a 1-D tensor of ui8, found 'tensor<4xf32>'}}
+  %g = aten.autograd_backward "aten::cumsum"(%x : tensor<4xf32>) grads(%x : tensor<4xf32>) rng(%x : tensor<4xf32>) {args = [#aten.tensor, 0, #aten.none], grad_results = array<i64: 0>, num_forward_results = 1, wrt = array<i64: 0>} -> tensor<4xf32>
+  return
+}

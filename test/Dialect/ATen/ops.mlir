@@ -151,3 +151,19 @@ func.func @optional_tensor_list(%x: tensor<4x8xf32>, %i: tensor<3xi64>) -> tenso
   %0 = aten.call "aten::index.Tensor"(%x, [none, %i]) : (tensor<4x8xf32>, tensor<3xi64>) -> tensor<4x3xf32>
   return %0 : tensor<4x3xf32>
 }
+
+// The generator's state, and a backward by libtorch's autograd: the forward
+// call's arguments (a Tensor[] among them), the gradients of some of its
+// results, and one gradient per differentiated operand.
+// CHECK-LABEL: func.func @autograd_backward(
+// CHECK:         %[[S:.+]] = aten.rng_state : tensor<5056xui8>
+// CHECK-NEXT:    %[[G:.+]]:2 = aten.autograd_backward "aten::rnn_tanh.input"(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} : tensor<5x2x3xf32>, tensor<1x2x8xf32>, tensor<8x3xf32>, tensor<8x8xf32>) grads(%{{.+}} : tensor<5x2x8xf32>) rng(%[[S]] : tensor<5056xui8>) {args = [#aten.tensor, #aten.tensor, #aten.tensor_list<2>, false, 1, 0.000000e+00, true, false, false], grad_results = array<i64: 0>, num_forward_results = 2 : i64, wrt = array<i64: 2, 3>} -> tensor<8x3xf32>, tensor<8x8xf32>
+// CHECK-NEXT:    %{{.+}} = aten.autograd_backward "aten::cumsum"(%{{.+}} : tensor<5x2x8xf32>) grads(%{{.+}} : tensor<5x2x8xf32>) {args = [#aten.tensor, 1, #aten.none], grad_results = array<i64: 0>, num_forward_results = 1 : i64, wrt = array<i64: 0>} -> tensor<5x2x8xf32>
+// GENERIC-LABEL: sym_name = "autograd_backward"
+// GENERIC:       "aten.autograd_backward"({{.+}}) <{{{.*}}operandSegmentSizes = array<i32: 4, 1, 1>{{.*}}}>
+func.func @autograd_backward(%x: tensor<5x2x3xf32>, %h: tensor<1x2x8xf32>, %wi: tensor<8x3xf32>, %wh: tensor<8x8xf32>, %g: tensor<5x2x8xf32>) {
+  %s = aten.rng_state : tensor<5056xui8>
+  %gw:2 = aten.autograd_backward "aten::rnn_tanh.input"(%x, %h, %wi, %wh : tensor<5x2x3xf32>, tensor<1x2x8xf32>, tensor<8x3xf32>, tensor<8x8xf32>) grads(%g : tensor<5x2x8xf32>) rng(%s : tensor<5056xui8>) {args = [#aten.tensor, #aten.tensor, #aten.tensor_list<2>, false, 1, 0.0, true, false, false], grad_results = array<i64: 0>, num_forward_results = 2, wrt = array<i64: 2, 3>} -> tensor<8x3xf32>, tensor<8x8xf32>
+  %gc = aten.autograd_backward "aten::cumsum"(%g : tensor<5x2x8xf32>) grads(%g : tensor<5x2x8xf32>) {args = [#aten.tensor, 1, #aten.none], grad_results = array<i64: 0>, num_forward_results = 1, wrt = array<i64: 0>} -> tensor<5x2x8xf32>
+  return
+}

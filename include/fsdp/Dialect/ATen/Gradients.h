@@ -41,6 +41,14 @@ public:
   void setListElement(unsigned arg, unsigned k, mlir::Value g);
   /// An error at the forward op; returns failure.
   mlir::LogicalResult fail(const llvm::Twine &message);
+  /// The rule does not cover this call (a padding mode, channel dropout in
+  /// training): libtorch's autograd differentiates it instead, as it does a
+  /// call with no rule (`aten.autograd_backward`). Returns success.
+  mlir::LogicalResult autograd() {
+    usesAutograd = true;
+    return mlir::success();
+  }
+  bool wantsAutograd() const { return usesAutograd; }
 
   llvm::ArrayRef<mlir::Value> operandGrads() const { return grads; }
 
@@ -50,6 +58,7 @@ private:
   llvm::SmallVector<mlir::Value> resultGrads;
   llvm::SmallVector<bool> needsGrad;
   llvm::SmallVector<mlir::Value> grads;
+  bool usesAutograd = false;
 };
 
 struct GradientRule {
@@ -70,6 +79,10 @@ const GradientRule *lookupGradient(llvm::StringRef overload);
 /// `zeros_like`, random sampling, `detach`): its results are constants to
 /// differentiation.
 bool isNonDifferentiable(llvm::StringRef overload);
+
+/// The size in bytes of the generator state `aten.rng_state` copies (the
+/// CPU generator's, what `torch.get_rng_state()` returns).
+constexpr int64_t kRngStateBytes = 5056;
 
 /// Every overload with a rule, sorted (for `--list-gradient-rules`).
 llvm::SmallVector<llvm::StringRef> gradientRuleNames();

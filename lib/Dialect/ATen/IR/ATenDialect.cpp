@@ -272,5 +272,75 @@ LogicalResult ConstantOp::verify() {
   return success();
 }
 
+
+//===----------------------------------------------------------------------===//
+// RngStateOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RngStateOp::verify() {
+  auto type = cast<RankedTensorType>(getState().getType());
+  if (type.getRank() != 1 || !type.getElementType().isUnsignedInteger(8))
+    return emitOpError("expects a 1-D tensor of ui8 (the generator's state "
+                       "bytes), found ")
+           << type;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// AutogradBackwardOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AutogradBackwardOp::verify() {
+  StringRef overload = getOverload();
+  auto [ns, rest] = overload.split("::");
+  if (ns.empty() || rest.empty())
+    return emitOpError("expects an overload name `namespace::name[.overload]`, "
+                       "found \"")
+           << overload << "\"";
+  int64_t consumed = 0;
+  for (Attribute arg : getArgs())
+    consumed += numOperandsOf(arg);
+  if (consumed != static_cast<int64_t>(getInputs().size()))
+    return emitOpError("arguments name ")
+           << consumed << " tensor operands but the op has "
+           << getInputs().size() << " inputs";
+  if (getGradResults().size() != getResultGrads().size())
+    return emitOpError("has ")
+           << getResultGrads().size() << " result gradients but grad_results "
+           << "names " << getGradResults().size();
+  int64_t previous = -1;
+  for (int64_t r : getGradResults()) {
+    if (r <= previous || r >= static_cast<int64_t>(getNumForwardResults()))
+      return emitOpError("grad_results must name forward results in "
+                         "increasing order, below ")
+             << getNumForwardResults() << ", found " << r;
+    previous = r;
+  }
+  if (getWrt().size() != getGrads().size())
+    return emitOpError("returns ")
+           << getGrads().size() << " gradients but wrt names "
+           << getWrt().size() << " inputs";
+  previous = -1;
+  for (auto [k, index] : llvm::enumerate(getWrt())) {
+    if (index <= previous || index >= static_cast<int64_t>(getInputs().size()))
+      return emitOpError("wrt must name inputs in increasing order, found ")
+             << index;
+    previous = index;
+    Type want = getInputs()[index].getType();
+    if (getGrads()[k].getType() != want)
+      return emitOpError("gradient #")
+             << k << " has type " << getGrads()[k].getType()
+             << ", expected input #" << index << "'s type " << want;
+  }
+  if (Value state = getRngState()) {
+    auto type = cast<RankedTensorType>(state.getType());
+    if (type.getRank() != 1 || !type.getElementType().isUnsignedInteger(8))
+      return emitOpError("expects the generator's state as a 1-D tensor of "
+                         "ui8, found ")
+             << type;
+  }
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/ATen/IR/ATenOps.cpp.inc"

@@ -7,6 +7,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
+#include <ATen/core/stack.h>
 
 #include <map>
 #include <optional>
@@ -89,7 +90,20 @@ private:
     // Per written argument: its slot dies here and no other argument reads
     // it, so it may be written in place if nothing else holds its storage.
     std::vector<bool> donate;
+    // Each tensor operand, in operand order: (argument, list element).
+    std::vector<std::pair<size_t, size_t>> operands;
   };
+
+  /// The boxed arguments of `call`; `replace` (by operand index, or empty)
+  /// stands in for slots' tensors.
+  void buildStack(const Call &call, torch::jit::Stack &stack,
+                  const std::map<size_t, at::Tensor> &replace) const;
+  /// The tensors a call returned: its schema results, a Tensor[] flattened.
+  std::vector<at::Tensor> callResults(size_t i, const Instruction &inst,
+                                      const torch::jit::Stack &stack) const;
+  /// Runs an autograd_backward instruction (libtorch's autograd).
+  void autogradBackward(size_t i, const Instruction &inst,
+                        torch::jit::Stack &stack);
 
   /// Memory: a storage counts once, however many slots and collectives
   /// hold it.

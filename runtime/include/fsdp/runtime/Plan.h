@@ -96,7 +96,7 @@ struct InputEntry {
 };
 
 enum class InstKind {
-  Get, Update, Constant, Call,
+  Get, Update, Constant, Call, RngState, AutogradBackward,
   AllGather, ReduceScatter, AllReduce, Wait, Free, View, LocalShard
 };
 
@@ -110,13 +110,20 @@ struct Instruction {
   int64_t value = -1;            // Update
   TensorSpec type;               // Constant, Wait, View, LocalShard
   std::string hex;               // Constant
-  std::string op;                // Call: overload name
-  nlohmann::json args;           // Call
-  std::vector<int64_t> results;  // Call
-  int64_t numSchemaResults = 0;  // Call
-  std::vector<int64_t> mutates;  // Call
-  bool listResult = false;       // Call
-  std::string loc;               // Call: module path and source line, if known
+  // Call, and AutogradBackward of the call it names.
+  std::string op;                // overload name
+  nlohmann::json args;
+  std::vector<int64_t> results;  // Call; AutogradBackward: one per wrt
+  int64_t numSchemaResults = 0;
+  std::vector<int64_t> mutates;
+  bool listResult = false;
+  std::string loc;               // module path and source line, if known
+  // AutogradBackward: the gradients given, as (schema result, slot); the
+  // operands (in operand order) differentiated; the generator state slot
+  // (RngState: `result`), or -1.
+  std::vector<std::pair<int64_t, int64_t>> resultGrads;
+  std::vector<int64_t> wrt;
+  int64_t rng = -1;
   int64_t input = -1;            // collectives: the tensor; Wait: the future;
                                  // Free, View, LocalShard: the buffer
   CommGroup group = CommGroup::World; // collectives, LocalShard

@@ -108,4 +108,69 @@ def ATen_ConstantOp : ATen_Op<"constant", [Pure,
   let hasVerifier = 1;
 }
 
+
+def ATen_RngStateOp : ATen_Op<"rng_state"> {
+  let summary = "the random number generator's state, for a replay";
+  let description = [{
+    A copy of the state of the default generator of the device the step runs
+    on (`torch.get_rng_state()`; 5056 bytes on the CPU), taken right before
+    an op that `aten.autograd_backward` computes again, so that the
+    recomputation draws the same random numbers (dropout inside an LSTM), as
+    `torch.utils.checkpoint` does with `preserve_rng_state`.
+
+    ```mlir
+    %s = aten.rng_state : tensor<5056xui8>
+    ```
+  }];
+  let results = (outs AnyStaticShapeTensor:$state);
+  let assemblyFormat = "attr-dict `:` type($state)";
+  let hasVerifier = 1;
+}
+
+def ATen_AutogradBackwardOp : ATen_Op<"autograd_backward",
+    [AttrSizedOperandSegments]> {
+  let summary = "the gradients of one ATen call, by libtorch's autograd";
+  let description = [{
+    The backward of a call no gradient rule covers: the runtime calls
+    `overload` again on `inputs` (the forward call's operands, with its
+    `args`, in schema order, as `aten.call` takes them) with the tensors
+    named by `wrt` (operand indices) requiring gradients, with autograd
+    recording, and the generator set to `rng_state` where given; then it
+    back-propagates `result_grads`, the gradients of the forward's schema
+    results `grad_results` (indices among its `num_forward_results`, a
+    `Tensor[]` return flattened under `list_result`), and returns one
+    gradient per `wrt` operand, each a contiguous tensor with a storage of
+    its own (zeros where the operand does not reach the results). Arguments
+    the forward writes in place (`mutates`) are written into copies.
+
+    Nothing the forward computed is kept for it: what it needs is its
+    inputs, which stay alive until it runs, so the memory model sees all of
+    it; the price is the forward op computed a second time.
+
+    ```mlir
+    %gx, %gw = aten.autograd_backward "aten::cumsum"(%x : tensor<4x5xf32>)
+        grads(%g : tensor<4x5xf32>) rng(%s : tensor<5056xui8>)
+        {args = [#aten.tensor, 1, #aten.none], grad_results = array<i64: 0>,
+         num_forward_results = 1, wrt = array<i64: 0>} -> tensor<4x5xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$overload, ArrayAttr:$args,
+                       Variadic<AnyStaticShapeTensor>:$inputs,
+                       Variadic<AnyStaticShapeTensor>:$result_grads,
+                       Optional<AnyStaticShapeTensor>:$rng_state,
+                       DenseI64ArrayAttr:$grad_results,
+                       DenseI64ArrayAttr:$wrt,
+                       I64Attr:$num_forward_results,
+                       OptionalAttr<DenseI64ArrayAttr>:$mutates,
+                       UnitAttr:$list_result);
+  let results = (outs Variadic<AnyStaticShapeTensor>:$grads);
+  let assemblyFormat = [{
+    $overload `(` $inputs `:` type($inputs) `)`
+    `grads` `(` $result_grads `:` type($result_grads) `)`
+    (`rng` `(` $rng_state^ `:` type($rng_state) `)`)?
+    attr-dict `->` type($grads)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // FSDP_DIALECT_ATEN_IR_ATENOPS_TD
