@@ -1,5 +1,6 @@
-"""Predicted against measured memory on real models (torchvision's and a
-BERT-style encoder, none of them fixtures of the tests).
+"""Predicted against measured memory on real models (torchvision's, a
+BERT-style encoder and an LSTM language model, none of them fixtures of the
+tests).
 
     /usr/bin/python3 bench/memory/bench_memory.py [--models resnet18,vit,...]
         [--world-size 2] [--sharding FULL_SHARD] [--batch 2]
@@ -28,6 +29,8 @@ sys.path.insert(0, os.path.join(ROOT, "test", "fixtures"))
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torchvision.models as tvm  # noqa: E402
+import torchvision.models.segmentation as tvs  # noqa: E402
+import torchvision.models.video as tvv  # noqa: E402
 
 import fsdp_export  # noqa: E402
 from fsdp_parity import check_memory  # noqa: E402
@@ -46,6 +49,33 @@ class Bert(nn.Module):
 
     def forward(self, x):
         return self.head(self.enc(self.emb(x)).mean(1))
+
+
+class Segmentation(nn.Module):
+    """A torchvision segmentation model's `out` map, pooled to class scores."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)["out"].mean((2, 3))
+
+
+class LSTMLM(nn.Module):
+    """A word-level LSTM language model, as pytorch/examples' word_language_model
+    (sequence first inside; batch first at the boundary), scored on its last
+    step."""
+
+    def __init__(self, ntoken=100, ninp=32, nhid=32, nlayers=2):
+        super().__init__()
+        self.encoder = nn.Embedding(ntoken, ninp)
+        self.rnn = nn.LSTM(ninp, nhid, nlayers, dropout=0.2)
+        self.decoder = nn.Linear(nhid, 10)
+
+    def forward(self, x):
+        out, _ = self.rnn(self.encoder(x).transpose(0, 1))
+        return self.decoder(out[-1])
 
 
 def image(size):
@@ -70,6 +100,15 @@ MODELS = {
                                           num_heads=4, hidden_dim=64, mlp_dim=128,
                                           num_classes=10), image(32)),
     "bert": (Bert, lambda b: {"x": torch.randint(0, 100, (b, 8))}),
+    # Ops differentiated by libtorch's autograd (aten.autograd_backward):
+    # bilinear upsampling, 3-D adaptive pooling, an LSTM.
+    "lraspp": (lambda: Segmentation(tvs.lraspp_mobilenet_v3_large(
+        num_classes=10, weights_backbone=None)), image(32)),
+    "deeplabv3_mnv3": (lambda: Segmentation(tvs.deeplabv3_mobilenet_v3_large(
+        num_classes=10, weights_backbone=None)), image(32)),
+    "r2plus1d_18": (lambda: tvv.r2plus1d_18(num_classes=10),
+                    lambda b: {"x": torch.randn(b, 3, 4, 16, 16)}),
+    "lstm_lm": (LSTMLM, lambda b: {"x": torch.randint(0, 100, (b, 8))}),
 }
 
 
