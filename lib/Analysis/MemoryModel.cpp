@@ -941,6 +941,8 @@ FailureOr<MemoryPrediction> Simulation::run() {
         define(result, fresh(tensorBytes(type), categoryOf(&op, result)),
                contiguous(type.getShape()));
       }
+    } else if (isa<aten::SetRngStateOp>(op)) {
+      // Reads its operand; holds nothing.
     } else if (isa<CollectiveStartOp>(op)) {
       collective(&op);
     } else if (auto wait = dyn_cast<WaitOp>(op)) {

@@ -617,8 +617,10 @@ llvm::Error Reader::readFsdpEntry(const Entry &entry, AccelerateConfig &config,
   }
   if (key == "fsdp_offload_params")
     return readFalse(entry, "parameters stay on the device");
+  // Accelerate applies activation checkpointing with the wrapping policy:
+  // the units (transformer layers under TRANSFORMER_BASED_WRAP).
   if (key == "fsdp_activation_checkpointing")
-    return readFalse(entry, "the plan keeps activations for the backward pass");
+    return readBool(entry, config.activationCheckpointing);
 
   if (key == "fsdp_state_dict_type") {
     // The kind of fsdp-run's checkpoints (the plan carries it).

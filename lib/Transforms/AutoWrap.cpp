@@ -29,19 +29,6 @@ struct Module {
   int64_t ownNumel = 0; // parameters this module registers itself
 };
 
-/// True if `path` is `ancestor` or lies under it.
-bool isWithin(StringRef path, StringRef ancestor) {
-  return ancestor.empty() || path == ancestor ||
-         (path.starts_with(ancestor) && path.size() > ancestor.size() &&
-          path[ancestor.size()] == '.');
-}
-
-/// A class named NAME matches its full TorchScript name or its last
-/// component (`Block` for `models.Block`), as a user writes it in
-/// transformer_layer_cls_to_wrap.
-bool classMatches(StringRef cls, StringRef name) {
-  return cls == name || cls.rsplit('.').second == name;
-}
 
 struct AutoWrap : fsdp::impl::AutoWrapBase<AutoWrap> {
   using Base::Base;
@@ -107,8 +94,8 @@ int64_t AutoWrap::wrapBySize(int index, llvm::StringSet<> &units) {
   int64_t unwrapped = m.ownNumel;
   for (int child : m.children)
     unwrapped += wrapBySize(child, units);
-  bool container = classMatches(m.cls, "ModuleList") ||
-                   classMatches(m.cls, "ModuleDict");
+  bool container = moduleClassMatches(m.cls, "ModuleList") ||
+                   moduleClassMatches(m.cls, "ModuleDict");
   if (index != 0 && !container && unwrapped >= minNumParams &&
       unwrapped > 0) {
     units.insert(m.path);
@@ -157,7 +144,7 @@ LogicalResult AutoWrap::run(ModuleOp module) {
 
   auto ignored = [&](StringRef owner) {
     return llvm::any_of(ignoreModules, [&](const std::string &path) {
-      return isWithin(owner, path);
+      return isWithinModule(owner, path);
     });
   };
   // As FSDP, ignored parameters do not count towards a unit's size.
@@ -180,7 +167,7 @@ LogicalResult AutoWrap::run(ModuleOp module) {
     for (const std::string &name : wrapClasses) {
       bool found = false;
       for (const Module &m : tree)
-        if (classMatches(m.cls, name)) {
+        if (moduleClassMatches(m.cls, name)) {
           units.insert(m.path);
           found = true;
         }

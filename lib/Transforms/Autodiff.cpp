@@ -27,18 +27,31 @@ using namespace fsdp;
 /// (torch.nn.modules.rnn.LSTM)`, or "" where its location names none. The
 /// module is the innermost name in the op's location (the importer's scope),
 /// its class from the module tree the importer recorded.
-std::string fsdp::describeModule(Operation *op) {
-  std::string path;
-  bool named = false;
+std::optional<std::string> fsdp::modulePathOf(Operation *op) {
+  std::optional<std::string> path;
   op->getLoc()->walk([&](Location inner) {
-    if (auto name = dyn_cast<NameLoc>(inner); name && !named) {
+    if (auto name = dyn_cast<NameLoc>(inner); name && !path)
       path = name.getName().str();
-      named = true;
-    }
     return WalkResult::advance();
   });
+  return path;
+}
+
+bool fsdp::isWithinModule(StringRef path, StringRef ancestor) {
+  return ancestor.empty() || path == ancestor ||
+         (path.starts_with(ancestor) && path.size() > ancestor.size() &&
+          path[ancestor.size()] == '.');
+}
+
+bool fsdp::moduleClassMatches(StringRef cls, StringRef name) {
+  return cls == name || cls.rsplit('.').second == name;
+}
+
+std::string fsdp::describeModule(Operation *op) {
+  std::optional<std::string> named = modulePathOf(op);
   if (!named)
     return "";
+  std::string path = *named;
   std::string text = "'" + path + "'";
   auto top = op->getParentOfType<ModuleOp>();
   if (auto modules = top ? top->getAttrOfType<ArrayAttr>("fsdp.modules")

@@ -20,6 +20,15 @@ void addLossAndBackward(OpPassManager &pm, const Options &options) {
 }
 
 template <typename Options>
+void addActivationCheckpointing(OpPassManager &pm, const Options &options) {
+  ActivationCheckpointingOptions ac;
+  ac.allUnits = options.activationCheckpointing;
+  ac.classes.assign(options.acClasses.begin(), options.acClasses.end());
+  ac.modules.assign(options.acModules.begin(), options.acModules.end());
+  pm.addPass(createActivationCheckpointing(ac));
+}
+
+template <typename Options>
 void addGradAccum(OpPassManager &pm, const Options &options) {
   GradAccumOptions accum;
   accum.microBatches = options.gradAccum;
@@ -52,6 +61,7 @@ void addOptimizer(OpPassManager &pm, const Options &options) {
 void fsdp::buildTrainStepPipeline(OpPassManager &pm,
                                   const TrainStepPipelineOptions &options) {
   addLossAndBackward(pm, options);
+  addActivationCheckpointing(pm, options);
   addGradAccum(pm, options);
   addOptimizer(pm, options);
 }
@@ -79,6 +89,7 @@ void fsdp::buildShardedStepPipeline(OpPassManager &pm,
   wrap.ignoreModules.assign(options.ignoreModules.begin(),
                             options.ignoreModules.end());
   pm.addPass(createAutoWrap(wrap));
+  addActivationCheckpointing(pm, options);
   ShardOptions shard;
   shard.sharding = options.sharding;
   shard.worldSize = options.worldSize;
@@ -106,8 +117,9 @@ void fsdp::registerTransformsPassesAndPipelines() {
   PassPipelineRegistration<TrainStepPipelineOptions>(
       "fsdp-train-step",
       "The whole training step: loss, reverse-mode differentiation, "
-      "gradient accumulation, optimizer update (fsdp-append-loss, "
-      "fsdp-autodiff, fsdp-grad-accum, fsdp-optimizer)",
+      "activation checkpointing, gradient accumulation, optimizer update "
+      "(fsdp-append-loss, fsdp-autodiff, fsdp-activation-checkpointing, "
+      "fsdp-grad-accum, fsdp-optimizer)",
       buildTrainStepPipeline);
   PassPipelineRegistration<FSDPPipelineOptions>(
       "fsdp-fully-shard",
@@ -115,7 +127,8 @@ void fsdp::registerTransformsPassesAndPipelines() {
       "reverse-mode differentiation, auto-wrap, flat parameters and "
       "collectives, the optimizer on each rank's shards, the all-gathers' "
       "schedule, verification (fsdp-append-loss, fsdp-autodiff, "
-      "fsdp-auto-wrap, fsdp-shard, fsdp-grad-accum, fsdp-optimizer, "
+      "fsdp-auto-wrap, fsdp-activation-checkpointing, fsdp-shard, "
+      "fsdp-grad-accum, fsdp-optimizer, "
       "fsdp-prefetch, fsdp-limit-all-gathers, fsdp-limit-reductions, "
       "fsdp-apply-schedule, fsdp-verify-plan)",
       buildFSDPPipeline);

@@ -752,6 +752,17 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
       set(inst.result, gen.get_state());
       break;
     }
+    case InstKind::SetRngState: {
+      at::Generator gen = at::detail::getDefaultCPUGenerator();
+      try {
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        gen.set_state(slots[inst.input]);
+      } catch (const c10::Error &e) {
+        throw Error("instruction #" + std::to_string(i) +
+                    " (set_rng_state): " + firstLine(e));
+      }
+      break;
+    }
     case InstKind::AutogradBackward:
       autogradBackward(i, inst, stack);
       break;

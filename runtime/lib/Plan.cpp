@@ -216,6 +216,9 @@ static void validate(const Plan &plan, const std::string &path) {
     case InstKind::RngState:
       checkSlot(i, inst.result);
       break;
+    case InstKind::SetRngState:
+      checkSlot(i, inst.input);
+      break;
     case InstKind::AutogradBackward:
     case InstKind::Call: {
       for (int64_t r : inst.results)
@@ -466,6 +469,9 @@ Plan loadPlan(const std::string &path) {
       } else if (kind == "rng_state") {
         inst.kind = InstKind::RngState;
         inst.result = i.at("result").get<int64_t>();
+      } else if (kind == "set_rng_state") {
+        inst.kind = InstKind::SetRngState;
+        inst.input = i.at("state").get<int64_t>();
       } else if (kind == "all_gather" || kind == "reduce_scatter" ||
                  kind == "all_reduce") {
         inst.kind = kind == "all_gather"       ? InstKind::AllGather

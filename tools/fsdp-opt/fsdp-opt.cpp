@@ -102,6 +102,18 @@ static llvm::cl::opt<int64_t> gradAccumFlag(
                    "updates once with their sum, as (loss / K).backward() "
                    "K times then optimizer.step()"),
     llvm::cl::init(1), llvm::cl::cat(trainCategory));
+static llvm::cl::list<std::string> acClassFlag(
+    "ac-class",
+    llvm::cl::desc("Activation checkpointing of every module of this class "
+                   "(its full TorchScript name or last component): its "
+                   "forward keeps only what leaves it, the backward computes "
+                   "it again; repeatable"),
+    llvm::cl::value_desc("NAME"), llvm::cl::cat(trainCategory));
+static llvm::cl::list<std::string> acModuleFlag(
+    "ac-module",
+    llvm::cl::desc("Activation checkpointing of the module at this path; "
+                   "repeatable"),
+    llvm::cl::value_desc("PATH"), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<std::string> lrScheduleFlag(
     "lr-schedule",
     llvm::cl::desc("Learning-rate schedule: constant, linear or cosine, with "
@@ -192,6 +204,13 @@ static llvm::cl::opt<bool> forwardPrefetchFlag(
     llvm::cl::desc("Start the next unit's forward all-gather before the "
                    "current unit's forward computation"),
     llvm::cl::init(false), llvm::cl::cat(fsdpCategory));
+static llvm::cl::opt<bool> activationCheckpointingFlag(
+    "activation-checkpointing",
+    llvm::cl::desc("Activation checkpointing of every FSDP unit but the root "
+                   "(Accelerate's fsdp_activation_checkpointing): a unit's "
+                   "forward keeps only what leaves it, and the backward "
+                   "computes it again with the unit's backward all-gather"),
+    llvm::cl::init(false), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<int64_t> limitAllGathersFlag(
     "limit-all-gathers",
     llvm::cl::desc("Most gathered buffers in flight or alive when a "
@@ -254,6 +273,7 @@ struct FSDPSettings {
   std::vector<std::string> wrapClasses, wrapModules, ignoreModules;
   std::string backwardPrefetch = "BACKWARD_PRE";
   bool forwardPrefetch = false;
+  bool activationCheckpointing = false; // every unit but the root
   int64_t limitAllGathers = 2;
   int64_t limitReductions = 2;
   int64_t memoryBudget = 0; // --auto-wrap budget
@@ -290,6 +310,7 @@ static LogicalResult resolveFSDPSettings() {
       s.worldSize = *config->numProcesses;
     s.backwardPrefetch = config->backwardPrefetch;
     s.forwardPrefetch = config->forwardPrefetch;
+    s.activationCheckpointing = config->activationCheckpointing;
     s.limitAllGathers = config->limitAllGathers;
     s.stateDictType = config->stateDictType.value_or("");
     numMachines = config->numMachines.value_or(0);
@@ -299,7 +320,7 @@ static LogicalResult resolveFSDPSettings() {
            &minNumParamsFlag, std::addressof(wrapClassFlag),
            std::addressof(wrapModuleFlag), std::addressof(ignoreModuleFlag),
            &fsdpReportFlag, &hybridReductionFlag, &backwardPrefetchFlag, &forwardPrefetchFlag,
-           &limitAllGathersFlag, &limitReductionsFlag})
+           &limitAllGathersFlag, &limitReductionsFlag, &activationCheckpointingFlag})
     if (given(*o))
       s.enabled = true;
   if (given(shardingFlag))
@@ -328,6 +349,8 @@ static LogicalResult resolveFSDPSettings() {
     s.backwardPrefetch = backwardPrefetchFlag;
   if (given(forwardPrefetchFlag))
     s.forwardPrefetch = forwardPrefetchFlag;
+  if (given(activationCheckpointingFlag))
+    s.activationCheckpointing = activationCheckpointingFlag;
   if (given(limitAllGathersFlag))
     s.limitAllGathers = limitAllGathersFlag;
   if (given(limitReductionsFlag))
@@ -445,6 +468,9 @@ static void printFSDPSettings(llvm::raw_ostream &os) {
   os << "backward-prefetch: " << s.backwardPrefetch << "\n";
   os << "forward-prefetch: " << (s.forwardPrefetch ? "true" : "false")
      << "\n";
+  os << "activation-checkpointing: "
+     << (s.activationCheckpointing ? "true (every unit but the root)" : "false")
+     << "\n";
   os << "limit-all-gathers: " << s.limitAllGathers
      << (s.limitAllGathers == 0 ? " (no limit)" : "") << "\n";
   os << "limit-reductions: " << s.limitReductions
@@ -477,7 +503,8 @@ static LogicalResult checkTrainFlags() {
          Flags{&optimizerFlag, &lrFlag, &weightDecayFlag, &momentumFlag,
                &nesterovFlag, &dampeningFlag, &maximizeFlag, &amsgradFlag,
                &lrScheduleFlag, &warmupStepsFlag, &totalStepsFlag,
-               &maxGradNormFlag, &gradAccumFlag,
+               &maxGradNormFlag, &gradAccumFlag, std::addressof(acClassFlag),
+               std::addressof(acModuleFlag),
                &beta1Flag, &beta2Flag, &epsFlag, std::addressof(targetSpecs)})
       if (given(*o))
         return error("--" + o->ArgStr +
@@ -531,6 +558,10 @@ static void setTrainOptions(Options &options) {
   options.amsgrad = amsgradFlag;
   options.maxGradNorm = maxGradNormFlag;
   options.gradAccum = gradAccumFlag;
+  options.acClasses = std::vector<std::string>(acClassFlag.begin(),
+                                               acClassFlag.end());
+  options.acModules = std::vector<std::string>(acModuleFlag.begin(),
+                                               acModuleFlag.end());
   options.lrSchedule = lrScheduleFlag;
   options.warmupSteps = warmupStepsFlag;
   options.totalSteps = totalStepsFlag;
@@ -553,6 +584,7 @@ static void setFSDPOptions(fsdp::FSDPPipelineOptions &options) {
   options.ignoreModules = s.ignoreModules;
   options.backwardPrefetch = s.backwardPrefetch;
   options.forwardPrefetch = s.forwardPrefetch;
+  options.activationCheckpointing = s.activationCheckpointing;
   options.limitAllGathers = s.limitAllGathers;
   options.limitReductions = s.limitReductions;
 }

@@ -45,6 +45,8 @@ struct AccelerateConfig {
   /// (BACKWARD_PRE).
   std::string backwardPrefetch = "NO_PREFETCH";
   bool forwardPrefetch = false; // fsdp_forward_prefetch
+  /// fsdp_activation_checkpointing: every unit but the root checkpointed.
+  bool activationCheckpointing = false;
   /// fsdp_limit_all_gathers: FSDP1's rate limiter, 2 buffers (true, the
   /// default) or none (false: 0); FSDP2 has none (0 unless the key says).
   int64_t limitAllGathers = 2;

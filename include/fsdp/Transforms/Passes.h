@@ -10,6 +10,9 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassOptions.h"
 
+#include <optional>
+#include <string>
+
 namespace fsdp {
 
 /// The most ranks a plan can be compiled for: the runtime's bound (its
@@ -48,6 +51,16 @@ struct TrainStepOptionsBase : public mlir::PassPipelineOptions<Derived> {
                         llvm::cl::init("cross_entropy")};
   ListOpt<std::string> targets{
       *this, "targets", llvm::cl::desc("Target specs NAME:DIMSxDTYPE")};
+  Opt<bool> activationCheckpointing{
+      *this, "activation-checkpointing",
+      llvm::cl::desc("Checkpoint every FSDP unit but the root"),
+      llvm::cl::init(false)};
+  ListOpt<std::string> acClasses{
+      *this, "ac-class",
+      llvm::cl::desc("Checkpoint the modules of these classes")};
+  ListOpt<std::string> acModules{
+      *this, "ac-module",
+      llvm::cl::desc("Checkpoint the modules at these paths")};
   Opt<std::string> optimizer{*this, "optimizer",
                              llvm::cl::desc("sgd, adam or adamw"),
                              llvm::cl::init("sgd")};
@@ -169,6 +182,17 @@ void buildShardedStepPipeline(mlir::OpPassManager &pm,
 
 /// Registers the passes and the named pipelines.
 void registerTransformsPassesAndPipelines();
+
+/// The path of the module an op runs in (the innermost name in its
+/// location, the importer's scope); none where its location names none.
+std::optional<std::string> modulePathOf(mlir::Operation *op);
+
+/// True if module `path` is `ancestor` or lies under it ("" is the root).
+bool isWithinModule(llvm::StringRef path, llvm::StringRef ancestor);
+
+/// A class named NAME matches its full TorchScript name or its last
+/// component (`Block` for `models.Block`), as a user writes it.
+bool moduleClassMatches(llvm::StringRef cls, llvm::StringRef name);
 
 /// The module an op runs in, for messages: `'rnn'
 /// (torch.nn.modules.rnn.LSTM)`, or "" where its location names none.

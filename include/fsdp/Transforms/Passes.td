@@ -243,6 +243,46 @@ def AutoWrap : Pass<"fsdp-auto-wrap", "mlir::ModuleOp"> {
   ];
 }
 
+def ActivationCheckpointing : Pass<"fsdp-activation-checkpointing",
+                                   "mlir::ModuleOp"> {
+  let summary = "Recomputes checkpointed regions' activations in the backward";
+  let description = [{
+    Runs after `fsdp-autodiff` (and `fsdp-auto-wrap`) and before
+    `fsdp-shard`. A checkpointed region is a module: its forward keeps
+    only what leaves it (its outputs, and the values it reads from
+    outside), and the backward computes its forward again just before the
+    first backward op that reads one of its other values, which then reads
+    the recomputed value instead: `torch.utils.checkpoint` on that module,
+    as FSDP's `apply_activation_checkpointing` applies it.
+
+    - `all-units`: every FSDP unit but the root (`fsdp.unit` of the
+      parameters, from `fsdp-auto-wrap`).
+    - `classes`: the modules of these classes (the full TorchScript name
+      or its last component).
+    - `modules`: the modules at these paths.
+
+    Regions are the outermost of the modules chosen. The whole region is
+    computed again, every call in forward order, with the generator's
+    state of the forward (`aten.rng_state` before the region; in the
+    backward `aten.set_rng_state` to it, the recomputation, and
+    `aten.set_rng_state` back to the state before it), so dropout draws
+    the same masks, as with `preserve_rng_state`. The recomputation reads
+    the region's parameters in the backward, where `fsdp-shard` gathers
+    them anyway: one all-gather per unit in the backward. Recomputed calls
+    carry `fsdp.recompute = "REGION"`. A buffer update of the region
+    (BatchNorm's running statistics) happens once, in the forward.
+  }];
+  let options = [
+    Option<"allUnits", "all-units", "bool", /*default=*/"false",
+           "Checkpoint every FSDP unit but the root">,
+    ListOption<"classes", "classes", "std::string",
+               "Checkpoint the modules of these classes">,
+    ListOption<"modules", "modules", "std::string",
+               "Checkpoint the modules at these paths">,
+  ];
+  let dependentDialects = ["::fsdp::aten::ATenDialect"];
+}
+
 def Shard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
   let summary = "Flat parameters, sharding strategy and collectives";
   let description = [{

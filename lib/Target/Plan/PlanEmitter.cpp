@@ -385,6 +385,9 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
         return failure();
       inst["kind"] = "rng_state";
       inst["result"] = slot(rng.getState());
+    } else if (auto set = dyn_cast<aten::SetRngStateOp>(op)) {
+      inst["kind"] = "set_rng_state";
+      inst["state"] = slot(set.getState());
     } else if (auto backward = dyn_cast<aten::AutogradBackwardOp>(op)) {
       inst["kind"] = "autograd_backward";
       inst["op"] = backward.getOverload();

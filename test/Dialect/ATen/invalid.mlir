@@ -320,7 +320,15 @@ func.func @autograd_backward_grad_type(%x: tensor<4xf32>) {
 // -----
 
 func.func @autograd_backward_rng(%x: tensor<4xf32>) {
-  // expected-error@+1 {{'aten.autograd_backward' op expects the generator's state as a 1-D tensor of ui8, found 'tensor<4xf32>'}}
+  // expected-error@+1 {{'aten.autograd_backward' op expects a 1-D tensor of ui8 (the generator's state bytes), found 'tensor<4xf32>'}}
   %g = aten.autograd_backward "aten::cumsum"(%x : tensor<4xf32>) grads(%x : tensor<4xf32>) rng(%x : tensor<4xf32>) {args = [#aten.tensor, 0, #aten.none], grad_results = array<i64: 0>, num_forward_results = 1, wrt = array<i64: 0>} -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @set_rng_state_type(%x: tensor<4xf32>) {
+  // expected-error@+1 {{'aten.set_rng_state' op expects a 1-D tensor of ui8 (the generator's state bytes), found 'tensor<4xf32>'}}
+  aten.set_rng_state %x : tensor<4xf32>
   return
 }

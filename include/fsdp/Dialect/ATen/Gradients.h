@@ -80,10 +80,6 @@ const GradientRule *lookupGradient(llvm::StringRef overload);
 /// differentiation.
 bool isNonDifferentiable(llvm::StringRef overload);
 
-/// The size in bytes of the generator state `aten.rng_state` copies (the
-/// CPU generator's, what `torch.get_rng_state()` returns).
-constexpr int64_t kRngStateBytes = 5056;
-
 /// Every overload with a rule, sorted (for `--list-gradient-rules`).
 llvm::SmallVector<llvm::StringRef> gradientRuleNames();
 

@@ -277,13 +277,22 @@ LogicalResult ConstantOp::verify() {
 // RngStateOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult RngStateOp::verify() {
-  auto type = cast<RankedTensorType>(getState().getType());
+/// A generator's state is its bytes: a 1-D tensor of ui8.
+static LogicalResult verifyRngStateType(Operation *op, Type stateType) {
+  auto type = cast<RankedTensorType>(stateType);
   if (type.getRank() != 1 || !type.getElementType().isUnsignedInteger(8))
-    return emitOpError("expects a 1-D tensor of ui8 (the generator's state "
-                       "bytes), found ")
+    return op->emitOpError("expects a 1-D tensor of ui8 (the generator's "
+                           "state bytes), found ")
            << type;
   return success();
+}
+
+LogicalResult RngStateOp::verify() {
+  return verifyRngStateType(*this, getState().getType());
+}
+
+LogicalResult SetRngStateOp::verify() {
+  return verifyRngStateType(*this, getState().getType());
 }
 
 //===----------------------------------------------------------------------===//
@@ -332,13 +341,8 @@ LogicalResult AutogradBackwardOp::verify() {
              << k << " has type " << getGrads()[k].getType()
              << ", expected input #" << index << "'s type " << want;
   }
-  if (Value state = getRngState()) {
-    auto type = cast<RankedTensorType>(state.getType());
-    if (type.getRank() != 1 || !type.getElementType().isUnsignedInteger(8))
-      return emitOpError("expects the generator's state as a 1-D tensor of "
-                         "ui8, found ")
-             << type;
-  }
+  if (Value state = getRngState())
+    return verifyRngStateType(*this, state.getType());
   return success();
 }
 

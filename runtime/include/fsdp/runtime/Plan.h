@@ -96,7 +96,7 @@ struct InputEntry {
 };
 
 enum class InstKind {
-  Get, Update, Constant, Call, RngState, AutogradBackward,
+  Get, Update, Constant, Call, RngState, SetRngState, AutogradBackward,
   AllGather, ReduceScatter, AllReduce, Wait, Free, View, LocalShard
 };
 
@@ -125,7 +125,8 @@ struct Instruction {
   std::vector<int64_t> wrt;
   int64_t rng = -1;
   int64_t input = -1;            // collectives: the tensor; Wait: the future;
-                                 // Free, View, LocalShard: the buffer
+                                 // Free, View, LocalShard: the buffer;
+                                 // SetRngState: the state
   CommGroup group = CommGroup::World; // collectives, LocalShard
   bool acrossWorld = false;      // ReduceScatter: the sum runs over the
                                  // world in rank order (HYBRID_SHARD)

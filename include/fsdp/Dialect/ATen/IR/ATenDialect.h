@@ -20,6 +20,10 @@
 #include "fsdp/Dialect/ATen/IR/ATenOps.h.inc"
 
 namespace fsdp::aten {
+/// The size in bytes of the generator state `aten.rng_state` copies (the
+/// CPU generator's, what `torch.get_rng_state()` returns).
+inline constexpr int64_t kRngStateBytes = 5056;
+
 /// How many operands one schema argument of an `aten.call` takes (its entry
 /// in `args`: a tensor, a Tensor[], a Tensor?[] or a non-tensor value).
 int64_t numOperandsOf(mlir::Attribute arg);

@@ -127,6 +127,23 @@ def ATen_RngStateOp : ATen_Op<"rng_state"> {
   let hasVerifier = 1;
 }
 
+def ATen_SetRngStateOp : ATen_Op<"set_rng_state"> {
+  let summary = "sets the random number generator's state";
+  let description = [{
+    Sets the state of the default generator of the device the step runs on
+    to `state`, a copy `aten.rng_state` took (`torch.set_rng_state`). An
+    activation-checkpointed region's recomputation runs between one that
+    replays the forward's state and one that puts the current state back.
+
+    ```mlir
+    aten.set_rng_state %s : tensor<5056xui8>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$state);
+  let assemblyFormat = "$state attr-dict `:` type($state)";
+  let hasVerifier = 1;
+}
+
 def ATen_AutogradBackwardOp : ATen_Op<"autograd_backward",
     [AttrSizedOperandSegments]> {
   let summary = "the gradients of one ATen call, by libtorch's autograd";

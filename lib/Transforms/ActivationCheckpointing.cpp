@@ -1,0 +1,203 @@
+//===- ActivationCheckpointing.cpp - recompute regions in the backward -----===//
+//
+// torch.utils.checkpoint on a module, decided before the step runs: the
+// forward of a checkpointed region keeps only what leaves it, and the
+// backward computes the region again right before it first needs one of
+// its other values. The region's random draws are replayed from the
+// generator's state of its forward.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace fsdp {
+#define GEN_PASS_DEF_ACTIVATIONCHECKPOINTING
+#include "fsdp/Transforms/Passes.h.inc"
+} // namespace fsdp
+
+using namespace mlir;
+using namespace fsdp;
+
+namespace {
+
+struct ActivationCheckpointing
+    : fsdp::impl::ActivationCheckpointingBase<ActivationCheckpointing> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (failed(run(getOperation())))
+      signalPassFailure();
+  }
+
+  LogicalResult run(ModuleOp module);
+  /// The regions the options name, outermost only, in preorder.
+  FailureOr<SmallVector<std::string>> regions(ModuleOp module);
+  /// Checkpoints one region of `body`, whose backward starts at `seed`.
+  void checkpoint(Block &body, Operation *seed, StringRef region);
+};
+
+FailureOr<SmallVector<std::string>>
+ActivationCheckpointing::regions(ModuleOp module) {
+  // The module tree: (path, class) in preorder.
+  SmallVector<std::pair<std::string, std::string>> tree;
+  if (auto modules = module->getAttrOfType<ArrayAttr>("fsdp.modules"))
+    for (Attribute entry : modules)
+      if (auto pair = dyn_cast<ArrayAttr>(entry); pair && pair.size() == 2)
+        tree.push_back({cast<StringAttr>(pair[0]).getValue().str(),
+                        cast<StringAttr>(pair[1]).getValue().str()});
+  llvm::StringSet<> chosen;
+  if (allUnits) {
+    bool anyUnit = false;
+    for (auto param : module.getOps<ParamOp>())
+      if (auto unit = param->getAttrOfType<StringAttr>("fsdp.unit")) {
+        anyUnit = true;
+        if (!unit.getValue().empty())
+          chosen.insert(unit.getValue());
+      }
+    if (!anyUnit)
+      return module.emitError(
+          "activation checkpointing of every FSDP unit needs the units: "
+          "run fsdp-auto-wrap first (or name the regions with --ac-class "
+          "or --ac-module)");
+    if (chosen.empty())
+      return module.emitError(
+          "activation checkpointing checkpoints every FSDP unit but the "
+          "root, and the root is the only unit: wrap units with --auto-wrap "
+          "(or name the regions with --ac-class or --ac-module)");
+  }
+  for (const std::string &cls : classes) {
+    bool found = false;
+    for (auto &[path, c] : tree)
+      if (moduleClassMatches(c, cls)) {
+        chosen.insert(path);
+        found = true;
+      }
+    if (!found)
+      return module.emitError("--ac-class ")
+             << cls << ": no module of the model has this class";
+  }
+  for (const std::string &path : modules) {
+    if (llvm::none_of(tree, [&](auto &m) { return m.first == path; }))
+      return module.emitError("--ac-module ")
+             << (path.empty() ? "''" : path)
+             << ": the model has no module at this path";
+    chosen.insert(path);
+  }
+  // Outermost only: a region inside another is recomputed with it.
+  SmallVector<std::string> out;
+  for (auto &[path, cls] : tree) {
+    if (!chosen.contains(path))
+      continue;
+    if (llvm::any_of(out, [&](const std::string &outer) {
+          return isWithinModule(path, outer);
+        }))
+      continue;
+    out.push_back(path);
+  }
+  return out;
+}
+
+void ActivationCheckpointing::checkpoint(Block &body, Operation *seed,
+                                         StringRef region) {
+  llvm::DenseMap<Operation *, int64_t> position;
+  int64_t n = 0;
+  for (Operation &op : body)
+    position[&op] = n++;
+  int64_t backwardStart = position.lookup(seed);
+
+  // The region's calls in the forward, in order.
+  SmallVector<Operation *> calls;
+  llvm::DenseSet<Operation *> inRegion;
+  for (Operation &op : body) {
+    if (position[&op] >= backwardStart)
+      break;
+    if (!isa<aten::CallOp>(op))
+      continue;
+    std::optional<std::string> path = modulePathOf(&op);
+    if (path && isWithinModule(*path, region)) {
+      calls.push_back(&op);
+      inRegion.insert(&op);
+    }
+  }
+  // What it keeps: values read after it by the forward outside it (its
+  // outputs). Values of the region the backward reads are recomputed.
+  auto isOutput = [&](Value v) {
+    return llvm::any_of(v.getUsers(), [&](Operation *user) {
+      return !inRegion.contains(user) &&
+             (!position.count(user) || position[user] < backwardStart ||
+              isa<func::ReturnOp>(user));
+    });
+  };
+  Operation *firstUse = nullptr;
+  for (Operation *op : calls)
+    for (Value result : op->getResults()) {
+      if (isOutput(result))
+        continue;
+      for (Operation *user : result.getUsers())
+        if (position.count(user) && position[user] >= backwardStart &&
+            (!firstUse || position[user] < position[firstUse]))
+          firstUse = user;
+    }
+  if (!firstUse)
+    return; // the backward reads nothing the region alone keeps
+
+  MLIRContext *ctx = body.getParentOp()->getContext();
+  auto stateType = RankedTensorType::get(
+      {aten::kRngStateBytes}, IntegerType::get(ctx, 8, IntegerType::Unsigned));
+  OpBuilder builder(calls.front());
+  Location loc = calls.front()->getLoc();
+  auto saved = aten::RngStateOp::create(builder, loc, stateType);
+  saved->setAttr("fsdp.checkpoint", builder.getStringAttr(region));
+
+  builder.setInsertionPoint(firstUse);
+  auto current = aten::RngStateOp::create(builder, loc, stateType);
+  aten::SetRngStateOp::create(builder, loc, saved.getState());
+  IRMapping mapping;
+  for (Operation *op : calls) {
+    Operation *copy = builder.clone(*op, mapping);
+    copy->setAttr("fsdp.recompute", builder.getStringAttr(region));
+  }
+  aten::SetRngStateOp::create(builder, loc, current.getState());
+
+  // The backward reads the recomputed values.
+  for (Operation *op : calls)
+    for (Value result : op->getResults()) {
+      if (isOutput(result))
+        continue;
+      Value recomputed = mapping.lookup(result);
+      result.replaceUsesWithIf(recomputed, [&](OpOperand &use) {
+        Operation *user = use.getOwner();
+        return position.count(user) && position[user] >= backwardStart;
+      });
+    }
+}
+
+LogicalResult ActivationCheckpointing::run(ModuleOp module) {
+  if (!allUnits && classes.empty() && modules.empty())
+    return success();
+  auto func = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!func)
+    return module.emitError("no @train_step to checkpoint (fsdp-append-loss "
+                            "and fsdp-autodiff build it)");
+  Block &body = func.getBody().front();
+  Operation *seed = nullptr;
+  for (Operation &op : body)
+    if (op.hasAttr(kBackwardStartAttr))
+      seed = &op;
+  if (!seed)
+    return func.emitOpError("has no backward (no op marked ")
+           << kBackwardStartAttr << "): run fsdp-autodiff first";
+  FailureOr<SmallVector<std::string>> chosen = regions(module);
+  if (failed(chosen))
+    return failure();
+  for (const std::string &region : *chosen)
+    checkpoint(body, seed, region);
+  return success();
+}
+
+} // namespace
