@@ -453,6 +453,20 @@ MemoryCategory Simulation::categoryOf(Operation *op, Value result) const {
                                             : MemoryCategory::Temporaries;
 }
 
+/// The strides the importer recorded for schema result `r` of `op`
+/// (`aten.result_strides`: a dense, non-contiguous kernel result).
+std::optional<Dims> resultStrides(aten::CallOp op, unsigned r) {
+  auto all = op->getAttrOfType<ArrayAttr>("aten.result_strides");
+  if (!all || r >= all.size())
+    return std::nullopt;
+  auto strides = dyn_cast<DenseI64ArrayAttr>(all[r]);
+  if (!strides || strides.size() != static_cast<int64_t>(cast<RankedTensorType>(
+                                        op.getResult(r).getType())
+                                        .getRank()))
+    return std::nullopt;
+  return Dims(strides.asArrayRef());
+}
+
 /// The results of a call: each shares an operand's storage (a view, or an
 /// op that returns its input when it can) or has a storage of its own, laid
 /// out as ATen lays it out.
@@ -777,6 +791,9 @@ void Simulation::call(aten::CallOp op) {
       freshResult(r, tensorIteratorLayout(shape, operands));
     } else if (isPreservingCopy(name) && in->sizes == shape) {
       freshResult(r, preservedLayout(*in));
+    } else if (auto strides = resultStrides(op, r)) {
+      // Laid out as the importer's meta call laid it out (dense, permuted).
+      freshResult(r, Layout{shape, *strides});
     } else {
       freshResult(r, contiguous(shape));
     }

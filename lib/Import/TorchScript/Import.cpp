@@ -1624,17 +1624,37 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
   SmallVector<Type> resultTypes;
   bool listResult = false;
   std::vector<std::vector<Type>> outputTypes;
+  // A kernel result the meta kernel lays out dense but not contiguous (an
+  // einsum's permuted product, a batch_first LSTM's output): its strides,
+  // for the memory model (`aten.result_strides`, one entry per schema
+  // result; a unit where the result is contiguous, a view or a list).
+  SmallVector<Attribute> resultStrides;
+  bool anyStrided = false;
   for (size_t i = 0; i < node->outputs().size(); ++i) {
     const c10::IValue &out = stack[i];
     std::vector<Type> types;
     if (out.isTensor()) {
       types.push_back(tensorType(out.toTensor(), loc));
+      const at::Tensor &t = out.toTensor();
+      const c10::AliasInfo *info = i < schema.returns().size()
+                                       ? schema.returns()[i].alias_info()
+                                       : nullptr;
+      if (typed && !info && t.defined() && !t.is_contiguous() &&
+          t.is_non_overlapping_and_dense()) {
+        resultStrides.push_back(builder.getDenseI64ArrayAttr(
+            llvm::ArrayRef<int64_t>(t.strides().data(), t.strides().size())));
+        anyStrided = true;
+      } else {
+        resultStrides.push_back(builder.getUnitAttr());
+      }
     } else if (out.isTensorList()) {
       if (node->outputs().size() != 1)
         fail(loc, overload + " returns a Tensor[] among other results");
       listResult = true;
-      for (const at::Tensor &t : out.toTensorList().vec())
+      for (const at::Tensor &t : out.toTensorList().vec()) {
         types.push_back(tensorType(t, loc));
+        resultStrides.push_back(builder.getUnitAttr());
+      }
     } else if (!out.isNone()) {
       fail(loc, overload + " returns a " + out.tagKind() +
                     " computed from tensor data");
@@ -1691,6 +1711,8 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
       mutated.empty() ? DenseI64ArrayAttr()
                       : builder.getDenseI64ArrayAttr(mutated),
       listResult ? builder.getUnitAttr() : UnitAttr());
+  if (anyStrided)
+    call->setAttr("aten.result_strides", builder.getArrayAttr(resultStrides));
 
   // Results that alias an input (views: `Tensor(a)` in the schema).
   auto aliasedInput = [&](const c10::AliasInfo *info) -> Value {
