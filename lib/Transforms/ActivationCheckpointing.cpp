@@ -126,23 +126,23 @@ void ActivationCheckpointing::checkpoint(Block &body, Operation *seed,
   }
   // What it keeps: values read after it by the forward outside it (its
   // outputs). Values of the region the backward reads are recomputed.
-  auto isOutput = [&](Value v) {
-    return llvm::any_of(v.getUsers(), [&](Operation *user) {
-      return !inRegion.contains(user) &&
-             (!position.count(user) || position[user] < backwardStart ||
-              isa<func::ReturnOp>(user));
-    });
-  };
-  Operation *firstUse = nullptr;
+  // The region's other values, recomputed where the backward reads them.
+  SmallVector<Value> internal;
   for (Operation *op : calls)
-    for (Value result : op->getResults()) {
-      if (isOutput(result))
-        continue;
-      for (Operation *user : result.getUsers())
-        if (position.count(user) && position[user] >= backwardStart &&
-            (!firstUse || position[user] < position[firstUse]))
-          firstUse = user;
-    }
+    for (Value result : op->getResults())
+      if (llvm::none_of(result.getUsers(), [&](Operation *user) {
+            return !inRegion.contains(user) &&
+                   (!position.count(user) || position[user] < backwardStart ||
+                    isa<func::ReturnOp>(user));
+          }))
+        internal.push_back(result);
+  Operation *firstUse = nullptr;
+  for (Value result : internal) {
+    for (Operation *user : result.getUsers())
+      if (position.count(user) && position[user] >= backwardStart &&
+          (!firstUse || position[user] < position[firstUse]))
+        firstUse = user;
+  }
   if (!firstUse)
     return; // the backward reads nothing the region alone keeps
 
@@ -165,16 +165,11 @@ void ActivationCheckpointing::checkpoint(Block &body, Operation *seed,
   aten::SetRngStateOp::create(builder, loc, current.getState());
 
   // The backward reads the recomputed values.
-  for (Operation *op : calls)
-    for (Value result : op->getResults()) {
-      if (isOutput(result))
-        continue;
-      Value recomputed = mapping.lookup(result);
-      result.replaceUsesWithIf(recomputed, [&](OpOperand &use) {
-        Operation *user = use.getOwner();
-        return position.count(user) && position[user] >= backwardStart;
-      });
-    }
+  for (Value result : internal)
+    result.replaceUsesWithIf(mapping.lookup(result), [&](OpOperand &use) {
+      Operation *user = use.getOwner();
+      return position.count(user) && position[user] >= backwardStart;
+    });
 }
 
 LogicalResult ActivationCheckpointing::run(ModuleOp module) {

@@ -3,7 +3,6 @@
 
 #include "fsdp/runtime/Checkpoint.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/script.h>
 #include <torch/serialize.h>
 
@@ -107,18 +106,6 @@ void fsyncPath(const std::string &path) {
   }
 }
 
-
-at::Tensor generatorState() {
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return gen.get_state();
-}
-
-void setGeneratorState(const at::Tensor &t) {
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(t);
-}
 
 /// This rank's part of a flat buffer of `entry`'s layout whose members are
 /// given whole by `member` (by FQN): elements [begin, begin + numel) of the

@@ -229,6 +229,18 @@ void writeFileAtomically(const std::string &path, const std::vector<char> &bytes
   }
 }
 
+at::Tensor generatorState() {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void setGeneratorState(const at::Tensor &state) {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
 //===----------------------------------------------------------------------===//
 // Building calls
 //===----------------------------------------------------------------------===//
@@ -520,9 +532,10 @@ Executor::callResults(size_t i, const Instruction &inst,
 void Executor::autogradBackward(size_t i, const Instruction &inst,
                                 torch::jit::Stack &stack) {
   const Call &call = calls[i];
-  std::string where = "instruction #" + std::to_string(i) + " (autograd " +
-                      "backward of " + inst.op +
-                      (inst.loc.empty() ? "" : " in " + inst.loc) + ")";
+  auto where = [&] {
+    return "instruction #" + std::to_string(i) + " (autograd backward of " +
+           inst.op + (inst.loc.empty() ? "" : " in " + inst.loc) + ")";
+  };
   std::map<size_t, at::Tensor> replace;
   std::vector<at::Tensor> leaves;
   for (int64_t w : inst.wrt) {
@@ -537,22 +550,12 @@ void Executor::autogradBackward(size_t i, const Instruction &inst,
   for (int64_t a : inst.mutates)
     stack[a] = stack[a].toTensor().clone();
 
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  at::Tensor current;
-  {
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    current = gen.get_state();
-  }
-  auto restore = [&] {
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(current);
-  };
+  at::Tensor current = generatorState();
+  auto restore = [&] { setGeneratorState(current); };
   std::vector<at::Tensor> grads;
   try {
-    if (inst.rng >= 0) {
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      gen.set_state(slots[inst.rng]);
-    }
+    if (inst.rng >= 0)
+      setGeneratorState(slots[inst.rng]);
     at::AutoGradMode enable(true);
     call.op->callBoxed(stack);
     restore();
@@ -573,10 +576,10 @@ void Executor::autogradBackward(size_t i, const Instruction &inst,
     throw;
   } catch (const c10::Error &e) {
     restore();
-    throw Error(where + ": " + firstLine(e));
+    throw Error(where() + ": " + firstLine(e));
   } catch (const std::exception &e) {
     restore();
-    throw Error(where + ": " + e.what());
+    throw Error(where() + ": " + e.what());
   }
   stack.clear(); // the recomputation's graph and results
   grads.resize(leaves.size());
@@ -746,17 +749,12 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
       break;
     }
 
-    case InstKind::RngState: {
-      at::Generator gen = at::detail::getDefaultCPUGenerator();
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      set(inst.result, gen.get_state());
+    case InstKind::RngState:
+      set(inst.result, generatorState());
       break;
-    }
     case InstKind::SetRngState: {
-      at::Generator gen = at::detail::getDefaultCPUGenerator();
       try {
-        std::lock_guard<std::mutex> lock(gen.mutex());
-        gen.set_state(slots[inst.input]);
+        setGeneratorState(slots[inst.input]);
       } catch (const c10::Error &e) {
         throw Error("instruction #" + std::to_string(i) +
                     " (set_rng_state): " + firstLine(e));

@@ -47,6 +47,12 @@ int64_t parameterAndOptimizerBytes(const Plan &plan, const State &state);
 /// left behind and the old file, if any, is untouched.
 void writeFileAtomically(const std::string &path, const std::vector<char> &bytes);
 
+/// A copy of the CPU generator's state (`torch.get_rng_state()`), and
+/// setting it (`torch.set_rng_state`): the plan's rng_state and
+/// set_rng_state, autograd_backward's replay, and checkpoints.
+at::Tensor generatorState();
+void setGeneratorState(const at::Tensor &state);
+
 /// Executes a plan step by step. Operator handles are resolved once, when the
 /// executor is built; each slot is released after its last use.
 class Executor {
