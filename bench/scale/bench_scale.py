@@ -11,7 +11,7 @@ strategy of --sharding, one FSDP unit per GPTBlock, each schedule of
 --schedules: NO_PREFETCH, BACKWARD_PRE or BACKWARD_POST, +FORWARD for
 --forward-prefetch, +NOLIMIT for --limit-all-gathers 0, +R0 / +R1 for
 --limit-reductions 0 / 1, +AC for --activation-checkpointing of every
-block), runs it with
+block, +BF16 for --mixed-precision bf16), runs it with
 `fsdp-run --nproc W`, and runs the
 same steps with W PyTorch DDP processes over Gloo (the original nn.Module
 with the exported weights). Rank r takes the r-th contiguous slice of each
@@ -137,7 +137,8 @@ def schedule_flags(schedule):
     for e in extra:
         flags += {"FORWARD": ["--forward-prefetch"], "NOLIMIT": ["--limit-all-gathers", "0"],
                   "R0": ["--limit-reductions", "0"], "R1": ["--limit-reductions", "1"],
-                  "AC": ["--activation-checkpointing"]}[e]
+                  "AC": ["--activation-checkpointing"],
+                  "BF16": ["--mixed-precision", "bf16"]}[e]
     return flags
 
 

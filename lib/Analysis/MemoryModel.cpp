@@ -879,10 +879,13 @@ FailureOr<MemoryPrediction> Simulation::run() {
       roles[update.getValue()] = MemoryCategory::State;
     else if (isa<ReduceScatterStartOp, AllReduceStartOp>(op))
       roles.try_emplace(op.getOperand(0), MemoryCategory::Gradients);
+    else if (isa<AllGatherStartOp>(op))
+      roles.try_emplace(op.getOperand(0), MemoryCategory::CommunicationBuffers);
   }
 
   // The state, as fsdp-run holds it between steps: one storage per entry.
   llvm::StringMap<int> state;
+  llvm::StringMap<Type> stateType;
   llvm::DenseSet<StringAttr> flatMembers;
   for (FlatParamOp flat : module.getOps<FlatParamOp>())
     for (Attribute ref : flat.getParams())
@@ -891,6 +894,7 @@ FailureOr<MemoryPrediction> Simulation::run() {
     int storage = fresh(tensorBytes(type), MemoryCategory::State);
     count(storage);
     state[name] = storage;
+    stateType[name] = type;
   };
   for (Operation &op : module.getBody()->getOperations()) {
     if (auto param = dyn_cast<ParamOp>(op)) {
@@ -928,8 +932,18 @@ FailureOr<MemoryPrediction> Simulation::run() {
                << get.getName()
                << ", which no rank holds as state (a member of a flat "
                   "parameter, or not state at all)";
-      define(get.getResult(), it->second,
-             contiguous(get.getResult().getType().getShape()));
+      auto type = cast<RankedTensorType>(get.getType());
+      if (type == stateType.lookup(get.getName())) {
+        define(get.getResult(), it->second, contiguous(type.getShape()));
+      } else {
+        // Mixed precision: a rounded copy in the compute type.
+        auto role = roles.find(get.getResult());
+        define(get.getResult(),
+               fresh(tensorBytes(type), role != roles.end()
+                                            ? role->second
+                                            : MemoryCategory::GatheredParameters),
+               contiguous(type.getShape()));
+      }
     } else if (auto update = dyn_cast<UpdateOp>(op)) {
       auto it = state.find(update.getName());
       if (it == state.end())
@@ -937,7 +951,12 @@ FailureOr<MemoryPrediction> Simulation::run() {
                << update.getName()
                << ", which no rank holds as state (a member of a flat "
                   "parameter, or not state at all)";
-      int next = storageOf.lookup(update.getValue());
+      Type type = stateType.lookup(update.getName());
+      // Mixed precision: a value in the compute type, widened into a new
+      // tensor of the state's type.
+      int next = update.getValue().getType() == type
+                     ? storageOf.lookup(update.getValue())
+                     : fresh(tensorBytes(type), MemoryCategory::State);
       count(next);
       uncount(it->second);
       it->second = next;

@@ -363,9 +363,22 @@ llvm::Error Reader::readTopEntry(const Entry &entry, AccelerateConfig &config) {
     config.numProcesses = value;
     return llvm::Error::success();
   }
-  if (key == "mixed_precision")
+  // Accelerate's FSDP plugin: MixedPrecision(param_dtype, reduce_dtype,
+  // buffer_dtype) all in the chosen type.
+  if (key == "mixed_precision") {
+    std::string value;
+    if (llvm::Error err = readScalar(entry, value))
+      return err;
+    if (value == "bf16") {
+      config.mixedPrecision = value;
+      return llvm::Error::success();
+    }
     return readChoice(entry, {"no", "fp16", "bf16", "fp8"}, "no",
-                      "fp32 plans only");
+                      value == "fp16"
+                          ? "fp16 needs loss scaling, which is not there yet; "
+                            "bf16 trains without it"
+                          : "bf16 or no");
+  }
   // The older spelling of mixed_precision: fp16.
   if (key == "fp16")
     return readFalse(entry, "fp32 plans only");

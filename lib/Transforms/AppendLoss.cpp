@@ -109,6 +109,13 @@ LogicalResult AppendLoss::run(ModuleOp module) {
       return ret.emitOpError("returns ")
              << outType << " first, which is not floating point: there is "
              << "no loss to take of it";
+    // Mixed precision: a model computing in bf16 returns bf16; the loss is
+    // taken of its output in fp32, as Accelerate's convert_outputs_to_fp32
+    // hands it to the user's loss (PyTorch 1.13's CPU mse has no bf16).
+    if (outType.getElementType().isBF16() || outType.getElementType().isF16()) {
+      outType = outType.clone(Float32Type::get(&getContext()));
+      out = b.cast(out, outType.getElementType());
+    }
     if (loss == "mse") {
       if (targetType != outType)
         return ret.emitOpError("returns ")

@@ -118,8 +118,18 @@ struct GradAccum : fsdp::impl::GradAccumBase<GradAccum> {
                     "start from what the previous one left";
       }
 
-    Value lossSum = ret.getOperand(0);
     OpBuilder builder(ret);
+    // The micro-batches' losses are summed in f32 when the step computes
+    // in a 16-bit type (mixed precision), as a loop adding `loss.item()`s
+    // would: the mean is a report, not something to round to bf16.
+    auto widened = [&](Value loss) {
+      Type elem = cast<ShapedType>(loss.getType()).getElementType();
+      if (!elem.isBF16() && !elem.isF16())
+        return loss;
+      aten::ATenBuilder b(builder, ret.getLoc());
+      return b.cast(loss, Float32Type::get(loss.getContext()));
+    };
+    Value lossSum = widened(ret.getOperand(0));
     // Superseded gradients and updates, erased once every copy is made
     // (the first micro-batch's are the originals being copied).
     SmallVector<Operation *> superseded;
@@ -170,13 +180,15 @@ struct GradAccum : fsdp::impl::GradAccumBase<GradAccum> {
         }
       }
       aten::ATenBuilder b(builder, ret.getLoc());
-      lossSum = b.add(lossSum, map.lookup(ret.getOperand(0)));
+      lossSum = b.add(lossSum, widened(map.lookup(ret.getOperand(0))));
     }
     for (Operation *op : superseded)
       op->erase();
     aten::ATenBuilder b(builder, ret.getLoc());
     ret.getOperandsMutable().assign(
         b.divScalar(lossSum, static_cast<double>(k)));
+    func.setType(FunctionType::get(&getContext(), func.getArgumentTypes(),
+                                   ret.getOperandTypes()));
     return success();
   }
 };

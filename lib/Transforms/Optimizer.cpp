@@ -348,9 +348,34 @@ LogicalResult Optimizer::run(ModuleOp module) {
   symbols = &symbolBuilder;
   SymbolTable table(module);
   symbolTable = &table;
+  // Mixed precision: a gradient computed (and reduced) in a 16-bit type is
+  // cast to its parameter's own type first, as FSDP casts the reduced
+  // shard back; the optimizer (and clipping) work in the parameter's type.
+  for (GradOp grad : gradOps) {
+    Type elem;
+    if (auto flat = table.lookup<FlatParamOp>(grad.getParam()))
+      elem = flat.getElementType();
+    else if (auto param = table.lookup<ParamOp>(grad.getParam()))
+      elem = cast<ShapedType>(param.getType()).getElementType();
+    if (!elem || aten::ATenBuilder::typeOf(grad.getValue()).getElementType() == elem)
+      continue;
+    OpBuilder before(grad);
+    grad.getValueMutable().assign(
+        aten::ATenBuilder(before, grad.getLoc()).cast(grad.getValue(), elem));
+  }
+  // Reads of the state in its own type (mixed precision reads parameters
+  // in their compute type as well).
   llvm::DenseMap<StringAttr, Value> current;
-  for (auto get : func.getBody().getOps<GetOp>())
-    current.try_emplace(get.getNameAttr().getAttr(), get.getResult());
+  for (auto get : func.getBody().getOps<GetOp>()) {
+    Operation *symbol = table.lookup(get.getName());
+    Type stored;
+    if (auto flat = dyn_cast_or_null<FlatParamOp>(symbol))
+      stored = flat.getStateType();
+    else if (auto param = dyn_cast_or_null<ParamOp>(symbol))
+      stored = param.getType();
+    if (!stored || stored == get.getType())
+      current.try_emplace(get.getNameAttr().getAttr(), get.getResult());
+  }
 
   OpBuilder builder(gradOps.front());
   aten::ATenBuilder b(builder, gradOps.front().getLoc());
@@ -381,7 +406,8 @@ LogicalResult Optimizer::run(ModuleOp module) {
     if (!param)
       param = GetOp::create(builder, grad.getLoc(),
                             flat ? flat.getStateType()
-                                 : grad.getValue().getType(),
+                                 : table.lookup<ParamOp>(grad.getParam())
+                                       .getType(),
                             grad.getParamAttr());
     // A replicated flat parameter: this rank updates its shard.
     if (flat && flat.getReplicated())

@@ -95,6 +95,7 @@ void fsdp::buildShardedStepPipeline(OpPassManager &pm,
   shard.worldSize = options.worldSize;
   shard.shardGroupSize = options.shardGroupSize;
   shard.hybridReduction = options.hybridReduction;
+  shard.reduceDtype = options.reduceDtype;
   pm.addPass(createShard(shard));
   addGradAccum(pm, options);
   addOptimizer(pm, options);

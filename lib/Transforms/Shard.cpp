@@ -41,6 +41,9 @@ struct Unit {
   SmallVector<int64_t> offsets;
   int64_t numel = 0;
   FlatParamOp flat;
+  /// The type the step reads the parameters in (mixed precision's param
+  /// dtype), which the all-gather moves.
+  Type computeType;
 };
 
 struct Shard : fsdp::impl::ShardBase<Shard> {
@@ -71,7 +74,14 @@ struct Shard : fsdp::impl::ShardBase<Shard> {
     return strategy != Strategy::NO_SHARD && !replicated();
   }
 
+  /// The type `g` is reduced in: `reduce-dtype`, or its own.
+  Type reduceType(Value g) const {
+    return reduceElement ? reduceElement
+                         : cast<ShapedType>(g.getType()).getElementType();
+  }
+
   Strategy strategy = Strategy::FULL_SHARD;
+  Type reduceElement; // reduce-dtype, or null
   int64_t groupSize = 1;
   func::FuncOp func;
   Block *body = nullptr;
@@ -97,6 +107,16 @@ LogicalResult Shard::checkOptions(ModuleOp module) {
   else
     return module.emitError("unknown sharding strategy '")
            << sharding << "': expected " << kShardingStrategies;
+  MLIRContext *ctx = module.getContext();
+  if (reduceDtype == "bf16")
+    reduceElement = BFloat16Type::get(ctx);
+  else if (reduceDtype == "f16")
+    reduceElement = Float16Type::get(ctx);
+  else if (reduceDtype == "f32")
+    reduceElement = Float32Type::get(ctx);
+  else if (!reduceDtype.empty())
+    return module.emitError("unknown reduce dtype '")
+           << reduceDtype << "': expected bf16, f16 or f32";
   if (hybridReduction != "ordered" && hybridReduction != "two-stage")
     return module.emitError("unknown HYBRID_SHARD reduction '")
            << hybridReduction << "': expected ordered or two-stage";
@@ -140,11 +160,14 @@ void Shard::gather(Unit &unit, ArrayRef<OpOperand *> uses, bool recompute) {
   Location loc = firstOp->getLoc();
   OpBuilder b(firstOp);
   auto ref = FlatSymbolRefAttr::get(unit.flat.getSymNameAttr());
-  Value shard = GetOp::create(b, loc, unit.flat.getStateType(), ref);
+  // Mixed precision: the shard read in the compute type (a rounded copy),
+  // so that the gather moves that type.
+  Value shard = GetOp::create(
+      b, loc, unit.flat.getStateType().clone(unit.computeType), ref);
   Value full = shard;
   if (gathers()) {
     auto fullType = RankedTensorType::get({int64_t(unit.flat.getPaddedNumel())},
-                                          unit.flat.getElementType());
+                                          unit.computeType);
     auto start = AllGatherStartOp::create(
         b, loc, FutureType::get(b.getContext(), fullType), shard, ref,
         CommGroupAttr::get(b.getContext(), CommGroup::shard));
@@ -218,7 +241,8 @@ void Shard::reduceGradients(Unit &unit) {
   OpBuilder builder(lastGrad);
   builder.setInsertionPointAfter(lastGrad);
   aten::ATenBuilder b(builder, loc);
-  Type elem = unit.flat.getElementType();
+  Type elem = cast<ShapedType>(memberGrads.front().getValue().getType())
+                  .getElementType();
   int64_t padded = unit.flat.getPaddedNumel();
   SmallVector<Value> pieces;
   for (GradOp g : memberGrads) {
@@ -232,10 +256,18 @@ void Shard::reduceGradients(Unit &unit) {
   Value flatGrad = pieces.size() == 1 ? pieces.front() : b.cat(pieces, 0);
   for (GradOp g : memberGrads)
     g.erase();
+  // Mixed precision: reduced in the reduce dtype, then (once waited) cast
+  // to the flat parameter's own type, as FSDP casts the reduced shard.
+  flatGrad = b.cast(flatGrad, reduceType(flatGrad));
+  Type stored = unit.flat.getElementType();
+  auto toStored = [loc, stored](OpBuilder &end, Value g) {
+    return aten::ATenBuilder(end, loc).cast(g, stored);
+  };
 
   MLIRContext *ctx = builder.getContext();
   auto ref = FlatSymbolRefAttr::get(unit.flat.getSymNameAttr());
-  auto shardType = unit.flat.getShardType();
+  auto shardType = unit.flat.getShardType().clone(
+      cast<ShapedType>(flatGrad.getType()).getElementType());
   auto mean = ReduceOpAttr::get(ctx, ReduceOp::mean);
   if (strategy == Strategy::NO_SHARD) {
     auto start = AllReduceStartOp::create(
@@ -244,13 +276,13 @@ void Shard::reduceGradients(Unit &unit) {
     Value future = start.getResult();
     finishers.emplace_back(completedAt, [=](OpBuilder &end) {
       Value g = WaitOp::create(end, loc, shardType, future);
-      GradOp::create(end, loc, ref, g);
+      GradOp::create(end, loc, ref, toStored(end, g));
     });
     return;
   }
   if (strategy == Strategy::OSS) {
     // Every rank gets the whole mean gradient and keeps its shard of it.
-    auto fullType = unit.flat.getFullType();
+    auto fullType = unit.flat.getFullType().clone(shardType.getElementType());
     auto start = AllReduceStartOp::create(
         builder, loc, FutureType::get(ctx, fullType), flatGrad,
         CommGroupAttr::get(ctx, CommGroup::world), mean);
@@ -260,7 +292,7 @@ void Shard::reduceGradients(Unit &unit) {
       Value g = LocalShardOp::create(
           end, loc, shardType, whole, ref,
           CommGroupAttr::get(ctx, CommGroup::shard));
-      GradOp::create(end, loc, ref, g);
+      GradOp::create(end, loc, ref, toStored(end, g));
     });
     return;
   }
@@ -284,7 +316,7 @@ void Shard::reduceGradients(Unit &unit) {
           CommGroupAttr::get(ctx, CommGroup::replicate), mean);
       g = WaitOp::create(end, loc, shardType, across.getResult());
     }
-    GradOp::create(end, loc, ref, g);
+    GradOp::create(end, loc, ref, toStored(end, g));
   });
 }
 
@@ -337,6 +369,16 @@ LogicalResult Shard::run(ModuleOp module) {
                     .getElementType()
              << ": a flat parameter needs one dtype (wrap it in a unit of "
                 "its own)";
+    // Mixed precision: the type the step reads the parameter in.
+    Type compute = elem;
+    if (GetOp read = reads.lookup(p.getSymNameAttr()))
+      compute = cast<ShapedType>(read.getType()).getElementType();
+    if (!unit.members.empty() && unit.computeType != compute)
+      return p.emitOpError("is read as ")
+             << compute << " but the FSDP unit '" << path
+             << "' it belongs to is read as " << unit.computeType
+             << ": a unit's all-gather moves one dtype";
+    unit.computeType = compute;
     unit.members.push_back(p);
     unit.offsets.push_back(unit.numel);
     unit.numel += cast<ShapedType>(p.getType()).getNumElements();
@@ -450,16 +492,20 @@ LogicalResult Shard::run(ModuleOp module) {
   for (ParamOp p : ignored) {
     GradOp grad = grads.lookup(p.getSymNameAttr());
     OpBuilder builder(grad);
-    auto type = cast<RankedTensorType>(grad.getValue().getType());
-    auto start = AllReduceStartOp::create(
-        builder, grad.getLoc(), FutureType::get(ctx, type), grad.getValue(),
-        CommGroupAttr::get(ctx, CommGroup::world), mean);
     Location loc = grad.getLoc();
+    Value input = aten::ATenBuilder(builder, loc)
+                      .cast(grad.getValue(), reduceType(grad.getValue()));
+    auto type = cast<RankedTensorType>(input.getType());
+    auto start = AllReduceStartOp::create(
+        builder, loc, FutureType::get(ctx, type), input,
+        CommGroupAttr::get(ctx, CommGroup::world), mean);
     auto ref = grad.getParamAttr();
+    Type stored = cast<ShapedType>(p.getType()).getElementType();
     Value future = start.getResult();
     finishers.emplace_back(order->at(grad), [=](OpBuilder &end) {
       Value g = WaitOp::create(end, loc, type, future);
-      GradOp::create(end, loc, ref, g);
+      GradOp::create(end, loc, ref,
+                     aten::ATenBuilder(end, loc).cast(g, stored));
     });
     grad.erase();
   }

@@ -279,6 +279,14 @@ std::string seconds(std::chrono::milliseconds t) {
   return text;
 }
 
+/// What Gloo moves for `t`: the tensor itself, or for a dtype this Gloo may
+/// not know (bf16: libtorch 1.13's Gloo has none), the same bytes as a
+/// 16-bit type it knows (f16). Gathers and all-to-alls only move bytes;
+/// sums are computed here, in `t`'s own type.
+at::Tensor asSent(const at::Tensor &t) {
+  return t.scalar_type() == at::kBFloat16 ? t.view(at::kHalf) : t;
+}
+
 /// A c10d work whose result is computed from its buffers once complete.
 class GlooPending : public Pending {
 public:
@@ -345,8 +353,8 @@ public:
     std::vector<int64_t> sizes = shard.sizes().vec();
     sizes[0] *= n;
     at::Tensor output = at::empty(sizes, shard.options());
-    std::vector<std::vector<at::Tensor>> outputs{output.chunk(n)};
-    std::vector<at::Tensor> inputs{shard.contiguous()};
+    std::vector<std::vector<at::Tensor>> outputs{asSent(output).chunk(n)};
+    std::vector<at::Tensor> inputs{asSent(shard.contiguous())};
     auto work = pg(group)->allgather(outputs, inputs);
     return std::make_unique<GlooPending>(
         work, [output]() { return output; }, std::vector<at::Tensor>{output});
@@ -366,7 +374,9 @@ public:
     at::Tensor input = full.contiguous();
     at::Tensor output = at::empty_like(input);
     std::vector<int64_t> counts;
-    auto work = pg(group)->alltoall_base(output, input, counts, counts);
+    at::Tensor sentOutput = asSent(output), sentInput = asSent(input);
+    auto work =
+        pg(group)->alltoall_base(sentOutput, sentInput, counts, counts);
     return std::make_unique<GlooPending>(
         work, [output, n, mean]() { return sumChunks(output, n, mean); },
         std::vector<at::Tensor>{input, output});
@@ -387,7 +397,8 @@ public:
     at::Tensor input = at::cat(outgoing);
     at::Tensor output = at::empty_like(input);
     std::vector<int64_t> counts;
-    auto work = worldPG->alltoall_base(output, input, counts, counts);
+    at::Tensor sentOutput = asSent(output), sentInput = asSent(input);
+    auto work = worldPG->alltoall_base(sentOutput, sentInput, counts, counts);
     return std::make_unique<GlooPending>(
         work, [output, world, mean]() { return sumChunks(output, world, mean); },
         std::vector<at::Tensor>{input, output});

@@ -674,14 +674,21 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
     switch (inst.kind) {
     case InstKind::Get:
       // A read shares the state's storage: its bytes count once, and the
-      // state keeps them counted after the read's slot is released.
-      set(inst.result, state.at(inst.state));
+      // state keeps them counted after the read's slot is released. Mixed
+      // precision reads a rounded copy.
+      if (inst.castDtype)
+        set(inst.result, state.at(inst.state).to(*inst.castDtype));
+      else
+        set(inst.result, state.at(inst.state));
       break;
     case InstKind::Update: {
       // The state holds the new value (counted while the state holds it)
-      // instead of the old one.
+      // instead of the old one; mixed precision widens it to the state's
+      // type.
       at::Tensor &entry = state[inst.state];
-      const at::Tensor &next = slots[inst.value];
+      at::Tensor next = slots[inst.value];
+      if (inst.castDtype)
+        next = next.to(entry.scalar_type());
       count(next);
       uncount(entry);
       entry = next;

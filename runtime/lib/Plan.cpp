@@ -195,11 +195,28 @@ static void validate(const Plan &plan, const std::string &path) {
       checkSlot(i, s);
     switch (inst.kind) {
     case InstKind::Get:
-    case InstKind::Update:
-      if (!byName.count(inst.state))
+    case InstKind::Update: {
+      auto it = byName.find(inst.state);
+      if (it == byName.end())
         fail(i, "'" + inst.state + "' is not in the plan's state");
       checkSlot(i, inst.kind == InstKind::Get ? inst.result : inst.value);
+      // Mixed precision: a parameter or floating-point buffer read or
+      // written in a 16-bit floating-point type.
+      if (inst.castDtype) {
+        const StateEntry &entry = *it->second;
+        c10::ScalarType stored = entry.type.dtype;
+        if ((*inst.castDtype != c10::kBFloat16 &&
+             *inst.castDtype != c10::kHalf) ||
+            !c10::isFloatingType(stored) || entry.kind == StateKind::Optim)
+          fail(i, "'" + inst.state + "' of dtype " + dtypeName(stored) +
+                      " cannot be " +
+                      (inst.kind == InstKind::Get ? "read" : "written") +
+                      " as " + dtypeName(*inst.castDtype) +
+                      " (mixed precision reads and writes parameters and "
+                      "floating-point buffers as bf16 or f16)");
+      }
       break;
+    }
     case InstKind::Constant:
       checkSlot(i, inst.result);
       if (inst.hex.size() % 2 != 0 ||
@@ -279,7 +296,11 @@ static void validate(const Plan &plan, const std::string &path) {
         fail(i, "unit '" + inst.state + "' is not a flat parameter of the plan");
       const StateEntry &flat = *unit->second;
       TensorSpec shard{{flat.shardNumel()}, flat.type.dtype};
-      if (inst.type.shape != shard.shape || inst.type.dtype != shard.dtype)
+      // Mixed precision: the shard of a gradient reduced in bf16 or f16.
+      bool reduced = inst.type.dtype == c10::kBFloat16 ||
+                     inst.type.dtype == c10::kHalf;
+      if (inst.type.shape != shard.shape ||
+          (inst.type.dtype != shard.dtype && !reduced))
         fail(i, "the shard of '" + flat.name + "' is " + shard.str() +
                     ", not " + inst.type.str());
       if (inst.group == CommGroup::Replicate)
@@ -439,10 +460,14 @@ Plan loadPlan(const std::string &path) {
         inst.kind = InstKind::Get;
         inst.state = i.at("state").get<std::string>();
         inst.result = i.at("result").get<int64_t>();
+        if (i.contains("dtype"))
+          inst.castDtype = parseDtype(i.at("dtype").get<std::string>());
       } else if (kind == "update") {
         inst.kind = InstKind::Update;
         inst.state = i.at("state").get<std::string>();
         inst.value = i.at("value").get<int64_t>();
+        if (i.contains("dtype"))
+          inst.castDtype = parseDtype(i.at("dtype").get<std::string>());
       } else if (kind == "constant") {
         inst.kind = InstKind::Constant;
         inst.type = parseType(i);

@@ -7,6 +7,7 @@
 // RUN: not fsdp-opt %s --fsdp-shard="world-size=4 shard-group-size=2" 2>&1 | FileCheck %s --check-prefix=GROUP
 // RUN: not fsdp-opt %s --fsdp-shard="sharding-strategy=HYBRID_SHARD world-size=4 shard-group-size=2 hybrid-reduction=tree" 2>&1 | FileCheck %s --check-prefix=HYBRIDREDUCTION
 // RUN: not fsdp-opt %s --fsdp-shard 2>&1 | FileCheck %s --check-prefix=NOSTEP
+// RUN: not fsdp-opt %s --fsdp-shard=reduce-dtype=fp8 2>&1 | FileCheck %s --check-prefix=REDUCEDTYPE
 // STRATEGY: error: unknown sharding strategy 'ZERO3': expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, OSS or SHARDED_DDP
 // WORLD: error: world size must be at least 1, found 0
 // WORLDMAX: error: world size 4294967298 and shard-group size 0 must be at most 2147483647 ranks
@@ -15,6 +16,7 @@
 // GROUP: error: shard-group size applies to HYBRID_SHARD, not FULL_SHARD
 // HYBRIDREDUCTION: error: unknown HYBRID_SHARD reduction 'tree': expected ordered or two-stage
 // NOSTEP: error: no @train_step to shard (fsdp-append-loss and fsdp-autodiff build it)
+// REDUCEDTYPE: error: unknown reduce dtype 'fp8': expected bf16, f16 or f32
 module {
   fsdp.param @w : tensor<3xf32> in "" : "M"
 }

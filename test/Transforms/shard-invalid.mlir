@@ -29,6 +29,25 @@ func.func @train_step() -> tensor<f32> {
 
 // -----
 
+// Mixed precision: a unit's all-gather moves one dtype, so its parameters
+// are read in one type.
+fsdp.param @w : tensor<3xf32> in "" : "M"
+// expected-error@+1 {{'fsdp.param' op is read as 'f32' but the FSDP unit '' it belongs to is read as 'bf16': a unit's all-gather moves one dtype}}
+fsdp.param @v : tensor<3xf32> in "" : "M"
+func.func @train_step() -> tensor<bf16> {
+  %w = fsdp.get @w : tensor<3xbf16>
+  %v = fsdp.get @v : tensor<3xf32>
+  %l = aten.call "aten::sum"(%w, none) : (tensor<3xbf16>) -> tensor<bf16>
+  %one = aten.constant dense<1.000000e+00> : tensor<bf16> {fsdp.backward_start}
+  %g = aten.call "aten::expand"(%one, [3], false) : (tensor<bf16>) -> tensor<3xbf16>
+  fsdp.grad @w, %g : tensor<3xbf16>
+  %gv = aten.call "aten::to.dtype"(%g, f32, false, false, none) : (tensor<3xbf16>) -> tensor<3xf32>
+  fsdp.grad @v, %gv : tensor<3xf32>
+  return %l : tensor<bf16>
+}
+
+// -----
+
 // A parameter has one gradient.
 fsdp.param @w : tensor<3xf32> in "" : "M"
 func.func @train_step() -> tensor<f32> {

@@ -211,6 +211,28 @@ static llvm::cl::opt<bool> activationCheckpointingFlag(
                    "forward keeps only what leaves it, and the backward "
                    "computes it again with the unit's backward all-gather"),
     llvm::cl::init(false), llvm::cl::cat(fsdpCategory));
+static llvm::cl::opt<std::string> mixedPrecisionFlag(
+    "mixed-precision",
+    llvm::cl::desc("Accelerate's mixed_precision: no, or bf16 (PyTorch FSDP's "
+                   "MixedPrecision with bf16 param, reduce and buffer "
+                   "dtypes); fp16 needs loss scaling, not there yet"),
+    llvm::cl::value_desc("no|bf16"), llvm::cl::cat(fsdpCategory));
+static llvm::cl::opt<std::string> paramDtypeFlag(
+    "param-dtype",
+    llvm::cl::desc("MixedPrecision.param_dtype: the dtype parameters are "
+                   "gathered and computed in (sharded parameters and "
+                   "optimizer state stay fp32); inputs are cast to it"),
+    llvm::cl::value_desc("bf16|fp32"), llvm::cl::cat(fsdpCategory));
+static llvm::cl::opt<std::string> reduceDtypeFlag(
+    "reduce-dtype",
+    llvm::cl::desc("MixedPrecision.reduce_dtype: the dtype gradients are "
+                   "reduced in (default: the param dtype)"),
+    llvm::cl::value_desc("bf16|fp32"), llvm::cl::cat(fsdpCategory));
+static llvm::cl::opt<std::string> bufferDtypeFlag(
+    "buffer-dtype",
+    llvm::cl::desc("MixedPrecision.buffer_dtype: the dtype floating-point "
+                   "buffers are read and updated in (default: fp32)"),
+    llvm::cl::value_desc("bf16|fp32"), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<int64_t> limitAllGathersFlag(
     "limit-all-gathers",
     llvm::cl::desc("Most gathered buffers in flight or alive when a "
@@ -274,6 +296,9 @@ struct FSDPSettings {
   std::string backwardPrefetch = "BACKWARD_PRE";
   bool forwardPrefetch = false;
   bool activationCheckpointing = false; // every unit but the root
+  // Mixed precision, in MixedPrecision's terms: fp32 (none), bf16; the
+  // reduce dtype "" is the param dtype (FSDP's reduce_dtype=None).
+  std::string paramDtype = "fp32", reduceDtype, bufferDtype = "fp32";
   int64_t limitAllGathers = 2;
   int64_t limitReductions = 2;
   int64_t memoryBudget = 0; // --auto-wrap budget
@@ -311,6 +336,8 @@ static LogicalResult resolveFSDPSettings() {
     s.backwardPrefetch = config->backwardPrefetch;
     s.forwardPrefetch = config->forwardPrefetch;
     s.activationCheckpointing = config->activationCheckpointing;
+    if (!config->mixedPrecision.empty())
+      s.paramDtype = s.reduceDtype = s.bufferDtype = config->mixedPrecision;
     s.limitAllGathers = config->limitAllGathers;
     s.stateDictType = config->stateDictType.value_or("");
     numMachines = config->numMachines.value_or(0);
@@ -320,7 +347,9 @@ static LogicalResult resolveFSDPSettings() {
            &minNumParamsFlag, std::addressof(wrapClassFlag),
            std::addressof(wrapModuleFlag), std::addressof(ignoreModuleFlag),
            &fsdpReportFlag, &hybridReductionFlag, &backwardPrefetchFlag, &forwardPrefetchFlag,
-           &limitAllGathersFlag, &limitReductionsFlag, &activationCheckpointingFlag})
+           &limitAllGathersFlag, &limitReductionsFlag, &activationCheckpointingFlag,
+           &mixedPrecisionFlag, &paramDtypeFlag, &reduceDtypeFlag,
+           &bufferDtypeFlag})
     if (given(*o))
       s.enabled = true;
   if (given(shardingFlag))
@@ -351,6 +380,31 @@ static LogicalResult resolveFSDPSettings() {
     s.forwardPrefetch = forwardPrefetchFlag;
   if (given(activationCheckpointingFlag))
     s.activationCheckpointing = activationCheckpointingFlag;
+  if (given(mixedPrecisionFlag)) {
+    if (mixedPrecisionFlag != "no" && mixedPrecisionFlag != "bf16" &&
+        mixedPrecisionFlag != "fp16")
+      return error("--mixed-precision " + mixedPrecisionFlag +
+                   ": expected no or bf16");
+    std::string dtype = mixedPrecisionFlag == "no" ? std::string("fp32")
+                                                   : std::string(mixedPrecisionFlag);
+    s.paramDtype = s.reduceDtype = s.bufferDtype = dtype;
+  }
+  for (auto [flag, field] :
+       {std::pair(&paramDtypeFlag, &s.paramDtype),
+        std::pair(&reduceDtypeFlag, &s.reduceDtype),
+        std::pair(&bufferDtypeFlag, &s.bufferDtype)}) {
+    if (!given(*flag))
+      continue;
+    if (*flag != "bf16" && *flag != "fp16" && *flag != "fp32")
+      return error("--" + flag->ArgStr + " " + *flag +
+                   ": expected bf16 or fp32");
+    *field = *flag;
+  }
+  for (const std::string *dtype : {&s.paramDtype, &s.reduceDtype, &s.bufferDtype})
+    if (*dtype == "fp16")
+      return error("fp16 mixed precision is not supported yet: it needs "
+                   "dynamic loss scaling (ShardedGradScaler), which fsdp-opt "
+                   "does not have yet; bf16 trains without it");
   if (given(limitAllGathersFlag))
     s.limitAllGathers = limitAllGathersFlag;
   if (given(limitReductionsFlag))
@@ -471,6 +525,9 @@ static void printFSDPSettings(llvm::raw_ostream &os) {
   os << "activation-checkpointing: "
      << (s.activationCheckpointing ? "true (every unit but the root)" : "false")
      << "\n";
+  os << "mixed-precision: param " << s.paramDtype << ", reduce "
+     << (s.reduceDtype.empty() ? s.paramDtype : s.reduceDtype) << ", buffer "
+     << s.bufferDtype << "\n";
   os << "limit-all-gathers: " << s.limitAllGathers
      << (s.limitAllGathers == 0 ? " (no limit)" : "") << "\n";
   os << "limit-reductions: " << s.limitReductions
@@ -577,6 +634,11 @@ static void setFSDPOptions(fsdp::FSDPPipelineOptions &options) {
   options.worldSize = s.worldSize;
   options.shardGroupSize = s.shardGroupSize;
   options.hybridReduction = s.hybridReduction;
+  // The plan's name for the reduce dtype; empty: the gradient's own.
+  if (s.reduceDtype == "bf16")
+    options.reduceDtype = "bf16";
+  else if (s.reduceDtype == "fp32")
+    options.reduceDtype = "f32";
   options.autoWrapPolicy = s.autoWrap;
   options.minNumParams = s.minNumParams;
   options.wrapClasses = s.wrapClasses;
@@ -657,6 +719,21 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
       return failure();
     }
     options.inputs.push_back(spec);
+  }
+  // Mixed precision: the importer types the step in the compute dtypes.
+  if (fsdpSettings.enabled) {
+    if (fsdpSettings.paramDtype == "bf16")
+      options.paramDtype = "bf16";
+    if (fsdpSettings.bufferDtype == "bf16")
+      options.bufferDtype = "bf16";
+    if (!isTorchScript &&
+        (!options.paramDtype.empty() || !options.bufferDtype.empty())) {
+      llvm::errs() << "error: --param-dtype and --buffer-dtype apply when "
+                      "importing a TorchScript model (the importer types the "
+                      "step in them); '"
+                   << inputFilename << "' is MLIR\n";
+      return failure();
+    }
   }
 
   MLIRContext context(registry);

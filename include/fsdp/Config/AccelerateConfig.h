@@ -50,6 +50,8 @@ struct AccelerateConfig {
   /// fsdp_limit_all_gathers: FSDP1's rate limiter, 2 buffers (true, the
   /// default) or none (false: 0); FSDP2 has none (0 unless the key says).
   int64_t limitAllGathers = 2;
+  /// mixed_precision: "bf16" (param, reduce and buffer dtype), else empty.
+  std::string mixedPrecision;
   /// fsdp_state_dict_type: FULL_STATE_DICT or SHARDED_STATE_DICT, the kind
   /// of fsdp-run's checkpoints (the plan carries it).
   std::optional<std::string> stateDictType;

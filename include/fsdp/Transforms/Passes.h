@@ -125,6 +125,11 @@ struct FSDPPipelineOptions : TrainStepOptionsBase<FSDPPipelineOptions> {
       *this, "hybrid-reduction",
       llvm::cl::desc("HYBRID_SHARD's reduction: ordered or two-stage"),
       llvm::cl::init("ordered")};
+  Opt<std::string> reduceDtype{
+      *this, "reduce-dtype",
+      llvm::cl::desc("Mixed precision: bf16, f16 or f32 (empty: the "
+                     "gradient's own type)"),
+      llvm::cl::init("")};
   Opt<std::string> autoWrapPolicy{
       *this, "auto-wrap-policy",
       llvm::cl::desc("size, class, modules or none"), llvm::cl::init("none")};

@@ -325,6 +325,14 @@ def Shard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
 
     The module gets `fsdp.world_size`, `fsdp.shard_group_size` and
     `fsdp.sharding`.
+
+    Mixed precision (PyTorch FSDP's `MixedPrecision`): when the step reads
+    a unit's parameters in a 16-bit type (the importer's param dtype), the
+    unit's `fsdp.get` reads its shard in that type (a rounded copy) and the
+    all-gather moves it, half the bytes; the gradients, computed in that
+    type, are cast to `reduce-dtype` (if it differs) before the reduction.
+    `fsdp-optimizer` casts the reduced shard to the flat parameter's own
+    type.
   }];
   let options = [
     Option<"sharding", "sharding-strategy", "std::string",
@@ -339,6 +347,9 @@ def Shard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
            /*default=*/"\"ordered\"",
            "HYBRID_SHARD's gradient reduction: ordered (one sum over the "
            "world in rank order) or two-stage (shard group, then replicas)">,
+    Option<"reduceDtype", "reduce-dtype", "std::string", /*default=*/"\"\"",
+           "Mixed precision: the type gradients are reduced in (bf16, f16 or "
+           "f32; empty: the gradient's own)">,
   ];
   let dependentDialects = ["::fsdp::aten::ATenDialect", "::fsdp::FSDPDialect"];
 }

@@ -49,16 +49,27 @@ bool GradientContext::needsListElement(unsigned arg, unsigned k) const {
   return index >= 0 && needsGrad[index];
 }
 
+/// `g` in `operand`'s floating-point type: as autograd's engine casts a
+/// gradient to its input's dtype, for ops whose result type differs from an
+/// input's (a cast, a bf16 tensor promoted with an f32 one).
+static Value inOperandType(ATenBuilder &b, Value g, Value operand) {
+  Type want = cast<ShapedType>(operand.getType()).getElementType();
+  Type have = cast<ShapedType>(g.getType()).getElementType();
+  if (want == have || !isa<FloatType>(want) || !isa<FloatType>(have))
+    return g;
+  return b.cast(g, want);
+}
+
 void GradientContext::set(unsigned arg, Value g) {
   int64_t index = args.operandIndex(arg);
   if (index >= 0 && needsGrad[index] && g)
-    grads[index] = g;
+    grads[index] = inOperandType(b, g, op->getOperand(index));
 }
 
 void GradientContext::setListElement(unsigned arg, unsigned k, Value g) {
   int64_t index = args.listOperandIndex(arg, k);
   if (index >= 0 && needsGrad[index] && g)
-    grads[index] = g;
+    grads[index] = inOperandType(b, g, op->getOperand(index));
 }
 
 LogicalResult GradientContext::fail(const Twine &message) {

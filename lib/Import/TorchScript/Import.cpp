@@ -15,6 +15,7 @@
 
 #include "fsdp/Import/TorchScript/Import.h"
 
+#include "fsdp/Dialect/ATen/IR/ATenBuilder.h"
 #include "fsdp/Dialect/ATen/IR/ATenDialect.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 #include "fsdp/runtime/ModelArchive.h"
@@ -125,6 +126,7 @@ struct StateInfo {
   std::string fqn; // canonical name (the first in state_dict order)
   bool isParam = false;
   RankedTensorType type;
+  RankedTensorType readType; // what the step reads: `type`, or mixed precision's
 };
 
 std::string cleanClassName(const std::string &qualified) {
@@ -229,6 +231,8 @@ private:
   Operation *lastRead = nullptr;
   // Overloads whose meta call failed once.
   llvm::StringSet<> noMetaKernel;
+  // Mixed precision's compute types (ImportOptions); null: the model's own.
+  Type paramDtype, bufferDtype;
   // The input specs, for messages about shapes that do not fit the model.
   std::string inputSummary;
   // Buffers registered with persistent=False (fsdp_export.py records them).
@@ -535,6 +539,10 @@ void Importer::declareState(const jit::Module &root) {
     info.type = tensorType(t, loc);
     if (isParam && !isa<FloatType>(info.type.getElementType()))
       fail(loc, "parameter '" + fqn + "' is not floating point");
+    info.readType = info.type;
+    if (Type compute = isParam ? paramDtype : bufferDtype;
+        compute && isa<FloatType>(info.type.getElementType()))
+      info.readType = RankedTensorType::get(info.type.getShape(), compute);
     states[fqn] = info;
     stateOrder.push_back(fqn);
     std::string cls = cleanClassName(owner.type()->name()->qualifiedName());
@@ -574,7 +582,7 @@ Value Importer::stateValue(const std::string &fqn, Location loc) {
       builder.setInsertionPointAfter(lastRead);
     else
       builder.setInsertionPointToStart(&func.getBody().front());
-    auto read = GetOp::create(builder, loc, info.type,
+    auto read = GetOp::create(builder, loc, info.readType,
                               FlatSymbolRefAttr::get(context, info.fqn));
     lastRead = read;
     value = read;
@@ -1837,6 +1845,21 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
   context->loadDialect<aten::ATenDialect, FSDPDialect, func::FuncDialect>();
   TimingScope noTiming;
   TimingScope &timing = options.timing ? *options.timing : noTiming;
+  auto computeType = [&](const std::string &name) -> Type {
+    if (name == "bf16")
+      return BFloat16Type::get(context);
+    if (name == "f16")
+      return Float16Type::get(context);
+    return Type();
+  };
+  paramDtype = computeType(options.paramDtype);
+  bufferDtype = computeType(options.bufferDtype);
+  for (const std::string *name : {&options.paramDtype, &options.bufferDtype})
+    if (!name->empty() && !computeType(*name)) {
+      emitError(fileLoc) << "mixed precision dtype '" << *name
+                         << "': expected bf16 or f16";
+      return nullptr;
+    }
   try {
     TimingScope loadTiming = timing.nest("load archive");
     jit::ExtraFilesMap extra{{kMetadataExtraFile, ""}};
@@ -1998,6 +2021,21 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
 
     for (const InputSpec &spec : specs)
       inputSummary += (inputSummary.empty() ? "" : ", ") + spec.str();
+    // Mixed precision types the step in other dtypes: say which.
+    auto dtypeText = [](Type t) {
+      std::string s;
+      llvm::raw_string_ostream os(s);
+      os << t;
+      return s;
+    };
+    if (paramDtype)
+      inputSummary += "; mixed precision: parameters and floating-point "
+                      "inputs in " + dtypeText(paramDtype);
+    if (paramDtype || bufferDtype)
+      inputSummary += std::string(paramDtype ? "," : "; mixed precision:") +
+                      " floating-point buffers in " +
+                      (bufferDtype ? dtypeText(bufferDtype)
+                                   : std::string("their own dtype"));
     func = func::FuncOp::create(builder, 
         fileLoc, "forward", builder.getFunctionType(inputTypes, {}));
     Block *entry = func.addEntryBlock();
@@ -2006,10 +2044,16 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
     builder.setInsertionPointToEnd(entry);
     size_t nextArg = 0;
     for (auto &[value, abs] : bound) {
-      if (abs.kind == AbsValue::Kind::Unknown)
-        bind(value, AbsValue::ofTensor(entry->getArgument(nextArg++)));
-      else
+      if (abs.kind != AbsValue::Kind::Unknown) {
         bind(value, abs);
+        continue;
+      }
+      Value arg = entry->getArgument(nextArg++);
+      // Mixed precision: floating-point inputs in the compute dtype.
+      if (paramDtype && isa<FloatType>(cast<RankedTensorType>(arg.getType())
+                                           .getElementType()))
+        arg = aten::ATenBuilder(builder, arg.getLoc()).cast(arg, paramDtype);
+      bind(value, AbsValue::ofTensor(arg));
     }
     AbsValue self;
     self.kind = AbsValue::Kind::Module;

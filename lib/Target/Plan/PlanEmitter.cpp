@@ -27,6 +27,22 @@ static std::string groupName(CommGroup group) {
 }
 
 /// The plan's element type of an MLIR element type.
+/// The element type of the state `op` (an fsdp.get or fsdp.update) names.
+template <typename StateOp> static Type stateElement(StateOp op) {
+  Operation *symbol =
+      SymbolTable::lookupNearestSymbolFrom(op, op.getNameAttr());
+  Type type;
+  if (auto param = dyn_cast_or_null<ParamOp>(symbol))
+    type = param.getType();
+  else if (auto buffer = dyn_cast_or_null<BufferOp>(symbol))
+    type = buffer.getType();
+  else if (auto state = dyn_cast_or_null<OptimStateOp>(symbol))
+    type = state.getType();
+  else if (auto flat = dyn_cast_or_null<FlatParamOp>(symbol))
+    return flat.getElementType();
+  return type ? cast<ShapedType>(type).getElementType() : Type();
+}
+
 static std::optional<plan::DType> planDType(Type type) {
   using plan::DType;
   if (type.isF32())
@@ -333,10 +349,17 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
       inst["kind"] = "get";
       inst["state"] = get.getName();
       inst["result"] = slot(get.getResult());
+      // Mixed precision: a read rounded to the compute type.
+      if (Type elem = get.getType().getElementType(); elem != stateElement(get))
+        inst["dtype"] = dtypeName(elem);
     } else if (auto update = dyn_cast<UpdateOp>(op)) {
       inst["kind"] = "update";
       inst["state"] = update.getName();
       inst["value"] = slot(update.getValue());
+      // Mixed precision: a value in the compute type, widened.
+      if (Type elem = update.getValue().getType().getElementType();
+          elem != stateElement(update))
+        inst["dtype"] = dtypeName(elem);
     } else if (auto constant = dyn_cast<aten::ConstantOp>(op)) {
       auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
       FailureOr<json::Value> type = typeJson(&op, constant.getType());

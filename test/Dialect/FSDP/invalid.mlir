@@ -107,8 +107,8 @@ func.func @get_type() {
 
 fsdp.buffer @"bn.running_mean" : tensor<16xf32> in "bn" : "M"
 func.func @get_buffer_type() {
-  // expected-error@+1 {{'fsdp.get' op result type 'tensor<16xf16>' does not match @bn.running_mean of type 'tensor<16xf32>'}}
-  %0 = fsdp.get @bn.running_mean : tensor<16xf16>
+  // expected-error@+1 {{'fsdp.get' op result type 'tensor<16xf64>' does not match @bn.running_mean of type 'tensor<16xf32>'}}
+  %0 = fsdp.get @bn.running_mean : tensor<16xf64>
   return
 }
 
@@ -171,6 +171,27 @@ fsdp.optim_state @"fc1.weight:momentum_buffer" : tensor<16x32xf32> for @fc1.weig
 func.func @update_optim_type(%v: tensor<16x32xf16>) {
   // expected-error@+1 {{'fsdp.update' op value type 'tensor<16x32xf16>' does not match @"fc1.weight:momentum_buffer" of type 'tensor<16x32xf32>'}}
   fsdp.update @"fc1.weight:momentum_buffer", %v : tensor<16x32xf16>
+  return
+}
+
+// -----
+
+// Mixed precision reads model state in a 16-bit type, never optimizer state.
+fsdp.param @fc1.weight : tensor<16x32xf32> in "fc1" : "M"
+fsdp.optim_state @"fc1.weight:exp_avg" : tensor<16x32xf32> for @fc1.weight
+func.func @get_optim_half() {
+  // expected-error@+1 {{'fsdp.get' op result type 'tensor<16x32xbf16>' does not match @"fc1.weight:exp_avg" of type 'tensor<16x32xf32>'}}
+  %0 = fsdp.get @"fc1.weight:exp_avg" : tensor<16x32xbf16>
+  return
+}
+
+// -----
+
+// ... nor integer state.
+fsdp.buffer @steps : tensor<i64> in "" : "M"
+func.func @get_int_half() {
+  // expected-error@+1 {{'fsdp.get' op result type 'tensor<bf16>' does not match @steps of type 'tensor<i64>'}}
+  %0 = fsdp.get @steps : tensor<bf16>
   return
 }
 
@@ -619,9 +640,9 @@ func.func @view_dynamic_result(%b: tensor<532xf32>) {
 
 fsdp.param @w : tensor<16xf32> in "" : "M"
 fsdp.flat_param @unit0 for "" params [@w] offsets [0] numel 16 padded 16 shards 4 : f32
-func.func @gather_wrong_dtype(%s: tensor<4xf16>) {
-  // expected-error@+1 {{'fsdp.all_gather.start' op element type 'f16' differs from @unit0's 'f32'}}
-  %f = fsdp.all_gather.start %s for @unit0 group shard : tensor<4xf16> -> !fsdp.future<tensor<16xf16>>
+func.func @gather_wrong_dtype(%s: tensor<4xf64>) {
+  // expected-error@+1 {{'fsdp.all_gather.start' op element type 'f64' differs from @unit0's 'f32'}}
+  %f = fsdp.all_gather.start %s for @unit0 group shard : tensor<4xf64> -> !fsdp.future<tensor<16xf64>>
   return
 }
 

@@ -175,6 +175,35 @@ func.func @views(%buf: tensor<532xf32>) {
   return
 }
 
+// Mixed precision: floating-point parameters, buffers and flat parameters
+// are read as bf16 or f16 (a rounded copy) and written from them (widened);
+// a gradient may have the compute type; a unit's shard is gathered, and
+// its gradient reduced, in a 16-bit type.
+// CHECK-LABEL: func.func @mixed_precision(
+// CHECK-NEXT:    %[[W:.+]] = fsdp.get @mp.w : tensor<4xbf16>
+// CHECK-NEXT:    %[[B:.+]] = fsdp.get @mp.b : tensor<4xf16>
+// CHECK-NEXT:    fsdp.update @mp.b, %[[B]] : tensor<4xf16>
+// CHECK-NEXT:    fsdp.grad @mp.w, %[[W]] : tensor<4xbf16>
+// CHECK-NEXT:    %[[S:.+]] = fsdp.get @mp.unit : tensor<2xbf16>
+// CHECK-NEXT:    fsdp.all_gather.start %[[S]] for @mp.unit group shard : tensor<2xbf16> -> <tensor<4xbf16>>
+// CHECK-NEXT:    fsdp.reduce_scatter.start %{{.+}} for @mp.unit group shard reduce mean : tensor<4xbf16> -> <tensor<2xbf16>>
+module {
+  fsdp.param @mp.w : tensor<4xf32> in "mp" : "M"
+  fsdp.buffer @mp.b : tensor<4xf32> in "mp" : "M"
+  fsdp.param @mp.v : tensor<4xf32> in "mp" : "M"
+  fsdp.flat_param @mp.unit for "mp" params [@mp.v] offsets [0] numel 4 padded 4 shards 2 : f32
+  func.func @mixed_precision(%g: tensor<4xbf16>) {
+    %w = fsdp.get @mp.w : tensor<4xbf16>
+    %b = fsdp.get @mp.b : tensor<4xf16>
+    fsdp.update @mp.b, %b : tensor<4xf16>
+    fsdp.grad @mp.w, %w : tensor<4xbf16>
+    %s = fsdp.get @mp.unit : tensor<2xbf16>
+    %f = fsdp.all_gather.start %s for @mp.unit group shard : tensor<2xbf16> -> !fsdp.future<tensor<4xbf16>>
+    %r = fsdp.reduce_scatter.start %g for @mp.unit group shard reduce mean : tensor<4xbf16> -> !fsdp.future<tensor<2xbf16>>
+    return
+  }
+}
+
 // The sharding strategy is a dialect attribute.
 // CHECK: module attributes {fsdp.sharding = #fsdp<sharding HYBRID_SHARD>}
 module attributes {fsdp.sharding = #fsdp<sharding HYBRID_SHARD>} {

@@ -27,6 +27,14 @@ constexpr const char *kMetadataExtraFile = "fsdp_meta.json";
 struct ImportOptions {
   /// Input specs from the command line; they override specs stored in the file.
   std::vector<InputSpec> inputs;
+  /// Mixed precision (PyTorch FSDP's MixedPrecision): the element type the
+  /// step computes in ("bf16" or "f16"; empty: the model's own). The forward
+  /// reads floating-point parameters in `paramDtype` (`fsdp.get` rounds them)
+  /// and casts floating-point inputs to it, as FSDP's root casts its forward
+  /// inputs; floating-point buffers are read and updated in `bufferDtype`.
+  /// Every op is typed by its meta call on the rounded values, so the step
+  /// computes in these types exactly as eager PyTorch on such tensors does.
+  std::string paramDtype, bufferDtype;
   /// Where the import's phases are timed (`-mlir-timing`); may be null.
   mlir::TimingScope *timing = nullptr;
 };

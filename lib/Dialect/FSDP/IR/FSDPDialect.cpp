@@ -107,11 +107,31 @@ static FailureOr<Type> lookupTrainable(Operation *op, FlatSymbolRefAttr name,
          << " " << name << ", which is not a parameter or flat parameter";
 }
 
+/// Whether `type` is one of mixed precision's 16-bit compute types.
+static bool isHalfPrecision(Type type) { return type.isBF16() || type.isF16(); }
+
+/// Whether a value of type `value` may stand for state `name` of type
+/// `state`: the same type, or (mixed precision) a model parameter or buffer
+/// in floating point, as the same shape in bf16 or f16: a read rounds the
+/// state to it, a write widens it back. Optimizer state is read and written
+/// in its own type.
+static bool matchesState(Operation *op, FlatSymbolRefAttr name, Type value,
+                         Type state, SymbolTableCollection &symbolTable) {
+  if (value == state)
+    return true;
+  auto v = cast<ShapedType>(value), s = cast<ShapedType>(state);
+  if (v.getShape() != s.getShape() || !isHalfPrecision(v.getElementType()) ||
+      !isa<FloatType>(s.getElementType()))
+    return false;
+  Operation *symbol = symbolTable.lookupNearestSymbolFrom(op, name);
+  return isa_and_nonnull<ParamOp, BufferOp, FlatParamOp>(symbol);
+}
+
 LogicalResult GetOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   FailureOr<Type> type = lookupState(*this, getNameAttr(), symbolTable);
   if (failed(type))
     return failure();
-  if (*type != getType())
+  if (!matchesState(*this, getNameAttr(), getType(), *type, symbolTable))
     return emitOpError("result type ")
            << getType() << " does not match " << getNameAttr() << " of type "
            << *type;
@@ -122,7 +142,8 @@ LogicalResult UpdateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   FailureOr<Type> type = lookupState(*this, getNameAttr(), symbolTable);
   if (failed(type))
     return failure();
-  if (*type != getValue().getType())
+  if (!matchesState(*this, getNameAttr(), getValue().getType(), *type,
+                    symbolTable))
     return emitOpError("value type ")
            << getValue().getType() << " does not match " << getNameAttr()
            << " of type " << *type;
@@ -134,7 +155,8 @@ LogicalResult GradOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       lookupTrainable(*this, getParamAttr(), symbolTable, "refers to");
   if (failed(type))
     return failure();
-  if (*type != getValue().getType())
+  if (!matchesState(*this, getParamAttr(), getValue().getType(), *type,
+                    symbolTable))
     return emitOpError("gradient type ")
            << getValue().getType() << " does not match " << getParamAttr()
            << " of type " << *type;
@@ -230,7 +252,9 @@ static LogicalResult verifyShardedTransfer(Operation *op, Type shardType,
   if (shard.getElementType() != full.getElementType())
     return op->emitOpError("element types differ: ")
            << shard.getElementType() << " and " << full.getElementType();
-  if (full.getElementType() != flat.getElementType())
+  // Mixed precision moves a unit in its 16-bit compute or reduce dtype.
+  if (full.getElementType() != flat.getElementType() &&
+      !isHalfPrecision(full.getElementType()))
     return op->emitOpError("element type ")
            << full.getElementType() << " differs from @" << flat.getSymName()
            << "'s " << flat.getElementType();

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,9 @@ struct Instruction {
   std::string state;             // Get, Update; collectives, LocalShard: unit
   int64_t result = -1;           // Get, Constant
   int64_t value = -1;            // Update
+  // Get, Update: mixed precision's compute type, when it is not the
+  // state's own: a read rounds the state to it, a write widens it back.
+  std::optional<c10::ScalarType> castDtype;
   TensorSpec type;               // Constant, Wait, View, LocalShard
   std::string hex;               // Constant
   // Call, and AutogradBackward of the call it names.
