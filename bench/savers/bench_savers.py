@@ -15,8 +15,10 @@ the predicted peak bytes per rank (fsdp-opt --memory-report-json) beside
 the measured one (fsdp-run --metrics: the largest over ranks and steps) and
 whether they are equal, what ATen's allocator handed out, the bytes one
 rank's all-gathers receive per step (from the plan), and the last step's
-loss. CPU offload is not there yet, so there is no host-peak column. Prints a
-markdown table.
+loss; beside them PyTorch DDP over Gloo on the same batches (fp32, the
+original nn.Module: its step time, and the bytes of parameters, gradients
+and optimizer state every rank holds). CPU offload is not there yet, so
+there is no host-peak column. Prints a markdown table.
 """
 
 import argparse
@@ -84,6 +86,7 @@ def main():
             r = bench_scale.run_fsdp(w, args.sharding, schedule, model, data, args, tmp)
             plan = os.path.join(tmp, f"gpt{w}.{args.sharding}.{schedule}.plan")
             rows.append((name, r, gathered_bytes(plan)))
+        ddp = bench_scale.run_ddp(w, model, data, kw, args, tmp)
     print(f"GPT d_model {args.d_model}, {args.n_layer} layers, sequence {args.max_len}, "
           f"global batch {args.batch}, {args.sharding} on {w} ranks, {args.threads} "
           f"thread(s) per rank, AdamW; medians of steps {args.warmup + 1}-{args.steps}")
@@ -97,6 +100,9 @@ def main():
               f"| {'yes' if r['predicted_bytes'] == r['peak_bytes'] else 'NO'} "
               f"| {bench_scale.mib(r['allocator_bytes'])} | {bench_scale.mib(gathered)} "
               f"| {r['losses'][-1]:.4f} |")
+    print(f"| PyTorch DDP (fp32, no saver; parameters + gradients + optimizer state, "
+          f"not a peak) | {ddp['step_ms']:.1f} | | {bench_scale.mib(ddp['state_bytes'])} "
+          f"| | | | {ddp['losses'][-1]:.4f} |")
 
 
 if __name__ == "__main__":
