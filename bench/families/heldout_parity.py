@@ -5,7 +5,8 @@ upsampling), R(2+1)D (3-D adaptive pooling) and a word-level LSTM language
 model as in pytorch/examples (bench/memory's models).
 
     /usr/bin/python3 bench/families/heldout_parity.py [--models lraspp,...]
-        [--ranks 1,2] [--seed N] [--no-dropout] [--bin build/bin]
+        [--ranks 1,2] [--seed N] [--no-dropout] [--mixed-precision bf16]
+        [--bin build/bin]
 
 For each model and rank count: exports it (2 samples per rank), compiles the
 AdamW step (FULL_SHARD with size-based wrapping above one rank), trains 3
@@ -14,10 +15,13 @@ parameters and buffers with eager PyTorch (test/fixtures/train_parity.py,
 1e-5). Models with dropout (DeepLabV3's ASPP, the LSTM between layers)
 draw other masks than eager unless both are seeded: --seed N (fsdp-run
 --seed and torch.manual_seed, each rank's micro-batch from that state), or
---no-dropout. Prints a markdown table.
+--no-dropout. --models also takes bench/memory's models (resnet18, vit,
+bert, ...). --mixed-precision bf16 compiles with it and compares with the
+eager reference doing the same casts. Prints a markdown table.
 """
 
 import argparse
+import copy
 import json
 import os
 import subprocess
@@ -37,6 +41,7 @@ import fsdp_export  # noqa: E402
 import train_parity  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "bench", "memory"))
+import bench_memory  # noqa: E402
 from bench_memory import LSTMLM, Segmentation  # noqa: E402
 
 
@@ -50,12 +55,20 @@ MODELS = {
                     lambda b: {"x": torch.randn(b, 3, 4, 16, 16)}),
     "lstm_lm": (LSTMLM, lambda b: {"x": torch.randint(0, 100, (b, 6))}),
 }
+# bench/memory's other held-out models (torchvision CNNs, vision and text
+# transformers) by name too.
+for _name, _entry in bench_memory.MODELS.items():
+    MODELS.setdefault(_name, _entry)
+DEFAULT_MODELS = "lraspp,deeplabv3_mnv3,r2plus1d_18,lstm_lm"
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--models", default=DEFAULT_MODELS,
+                   help="comma-separated; also any of bench/memory's models")
+    p.add_argument("--mixed-precision", choices=["bf16"], default=None,
+                   help="compile and compare with --mixed-precision bf16")
     p.add_argument("--ranks", default="1,2")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--no-dropout", action="store_true")
@@ -102,6 +115,8 @@ def main():
                 if w > 1:
                     compile_cmd += ["--world-size", str(w), "--sharding", "FULL_SHARD",
                                     "--auto-wrap", "size", "--min-num-params", "20000"]
+                if args.mixed_precision:
+                    compile_cmd += ["--mixed-precision", args.mixed_precision]
                 metrics, final = os.path.join(d, f"m{w}.jsonl"), os.path.join(d, f"f{w}.pt")
                 run_cmd = [os.path.join(args.bin, "fsdp-run"), plan, "--model",
                            os.path.join(d, "m.pt"), "--data", data, "--nproc", str(w),
@@ -123,9 +138,15 @@ def main():
                     optimizer="adamw", lr=0.001, beta1=0.9, beta2=0.999, eps=1e-8,
                     weight_decay=None, amsgrad=False, maximize=False, lr_schedule=None,
                     warmup_steps=0, total_steps=0, max_grad_norm=None, steps=steps,
-                    loss="cross_entropy", grad_accum=1, seed=args.seed)
+                    loss="cross_entropy", grad_accum=1, seed=args.seed,
+                    mixed_precision=args.mixed_precision)
+                # Mixed precision: the reference is the nn.Module itself, whose
+                # code creates tensors in its inputs' dtype where the traced
+                # module recorded float32 (fsdp-opt does as the code does).
+                reference_model = (copy.deepcopy(model) if args.mixed_precision
+                                   else os.path.join(d, "m.pt"))
                 losses, module, expected = train_parity.reference(
-                    ref_args, os.path.join(d, "m.pt"), data, w)
+                    ref_args, reference_model, data, w)
                 bad, compared = train_parity.compare(name, losses, module, metrics, final,
                                                      expected)
                 verdict = ("MISMATCH: " + "; ".join(bad[:3])) if bad else \

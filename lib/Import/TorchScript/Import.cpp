@@ -233,6 +233,11 @@ private:
   llvm::StringSet<> noMetaKernel;
   // Mixed precision's compute types (ImportOptions); null: the model's own.
   Type paramDtype, bufferDtype;
+  // The param dtype as a ScalarType argument (see argument()).
+  AbsValue computeDtypeArgument;
+  /// Input `i` of `node`, as the op receives it: under mixed precision, a
+  /// filling factory's float32 dtype is the compute dtype.
+  AbsValue &argument(jit::Node *node, size_t i);
   // The input specs, for messages about shapes that do not fit the model.
   std::string inputSummary;
   // Buffers registered with persistent=False (fsdp_export.py records them).
@@ -1025,11 +1030,35 @@ bool Importer::visitTensorMetadata(jit::Node *node) {
   return false;
 }
 
+AbsValue &Importer::argument(jit::Node *node, size_t i) {
+  AbsValue &a = lookup(node->inputs()[i]);
+  // Mixed precision: a traced model records `dtype=x.dtype` as the dtype
+  // the tracer saw, float32. A factory that fills a new float32 tensor
+  // (nn.LSTM's initial state, stochastic depth's noise) creates the compute
+  // dtype instead, as the model's code does in eager on bf16 tensors.
+  // Ranges (`arange`, `linspace`) keep their dtype: bf16 would round their
+  // integers.
+  static const llvm::StringSet<> fillingFactories = {
+      "aten::zeros", "aten::ones",  "aten::empty", "aten::full",
+      "aten::rand",  "aten::randn", "aten::empty_strided"};
+  const c10::FunctionSchema *schema = node->maybeSchema();
+  if (!paramDtype || !schema || i >= schema->arguments().size() ||
+      schema->arguments()[i].name() != "dtype" ||
+      !fillingFactories.contains(schema->name()) || !a.isConstant() ||
+      !a.constant.isInt() ||
+      a.constant.toInt() != static_cast<int64_t>(at::kFloat))
+    return a;
+  if (computeDtypeArgument.kind != AbsValue::Kind::Constant)
+    computeDtypeArgument = fromIValue(c10::IValue(static_cast<int64_t>(
+        scalarType(paramDtype, locationOf(node)))));
+  return computeDtypeArgument;
+}
+
 void Importer::evaluateConstant(jit::Node *node) {
   jit::Stack stack;
-  for (jit::Value *input : node->inputs())
-    stack.push_back(toIValue(lookup(input), input->type(), /*meta=*/false,
-                             locationOf(node)));
+  for (size_t i = 0; i < node->inputs().size(); ++i)
+    stack.push_back(toIValue(argument(node, i), node->inputs()[i]->type(),
+                             /*meta=*/false, locationOf(node)));
   // The interpreter passes vararg operators their argument count.
   if (node->maybeSchema() && node->schema().is_vararg())
     stack.push_back(int64_t(node->inputs().size()));
@@ -1540,7 +1569,7 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     const c10::Argument &arg = schema.arguments()[i];
     jit::Value *input = node->inputs()[i];
-    AbsValue &a = lookup(input);
+    AbsValue &a = argument(node, i);
     stack.push_back(toIValue(a, input->type(), /*meta=*/true, loc));
     std::string what = "argument '" + arg.name() + "' of " + overload;
     if (Value tensor = tensorValue(a, loc)) {
