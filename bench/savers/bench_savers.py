@@ -10,15 +10,18 @@ per block, AdamW, BACKWARD_PRE); the savers are fsdp-opt's flags:
 activation checkpointing (--activation-checkpointing: every block) and
 mixed precision (--mixed-precision bf16: parameters gathered and computed
 in bf16, gradients reduced in bf16, fp32 master shards and optimizer
-state). For each: the median step time on rank 0 after the warm-up steps,
-the predicted peak bytes per rank (fsdp-opt --memory-report-json) beside
-the measured one (fsdp-run --metrics: the largest over ranks and steps) and
-whether they are equal, what ATen's allocator handed out, the bytes one
+state) and CPU offload (--offload-params: shards, gradient shards and
+optimizer state in host memory, the optimizer on the host). For each: the
+median step time on rank 0 after the warm-up steps, the predicted peak
+device bytes per rank (fsdp-opt --memory-report-json) beside the measured
+one (fsdp-run --metrics: the largest over ranks and steps) and whether they
+are equal, the predicted and measured host peak, what ATen's allocator
+handed out (fsdp-run's allocator_peak_bytes; on this CPU runtime the
+allocator cannot tell host memory from device memory), the bytes one
 rank's all-gathers receive per step (from the plan), and the last step's
 loss; beside them PyTorch DDP over Gloo on the same batches (fp32, the
 original nn.Module: its step time, and the bytes of parameters, gradients
-and optimizer state every rank holds). CPU offload is not there yet, so
-there is no host-peak column. Prints a markdown table.
+and optimizer state every rank holds). Prints a markdown table.
 """
 
 import argparse
@@ -34,7 +37,8 @@ import bench_scale  # noqa: E402
 SAVERS = [("none", "BACKWARD_PRE"),
           ("activation checkpointing", "BACKWARD_PRE+AC"),
           ("bf16 mixed precision", "BACKWARD_PRE+BF16"),
-          ("both", "BACKWARD_PRE+AC+BF16")]
+          ("CPU offload", "BACKWARD_PRE+OFFLOAD"),
+          ("all three", "BACKWARD_PRE+AC+BF16+OFFLOAD")]
 BYTES = {"f32": 4, "f64": 8, "bf16": 2, "f16": 2}
 
 
@@ -91,18 +95,22 @@ def main():
           f"global batch {args.batch}, {args.sharding} on {w} ranks, {args.threads} "
           f"thread(s) per rank, AdamW; medians of steps {args.warmup + 1}-{args.steps}")
     print()
-    print("| saver | step (ms) | peak per rank, predicted (MiB) | measured (MiB) | equal "
+    print("| saver | step (ms) | device peak per rank, predicted (MiB) | measured (MiB) "
+          "| host peak, predicted (MiB) | measured (MiB) | equal "
           "| allocator peak (MiB) | all-gathered per step (MiB) | last loss |")
-    print("|---|---:|---:|---:|---|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|")
     for name, r, gathered in rows:
+        equal = (r['predicted_bytes'] == r['peak_bytes']
+                 and r['predicted_host_bytes'] == r['host_bytes'])
         print(f"| {name} | {r['step_ms']:.1f} | {bench_scale.mib(r['predicted_bytes'])} "
               f"| {bench_scale.mib(r['peak_bytes'])} "
-              f"| {'yes' if r['predicted_bytes'] == r['peak_bytes'] else 'NO'} "
+              f"| {bench_scale.mib(r['predicted_host_bytes'])} "
+              f"| {bench_scale.mib(r['host_bytes'])} | {'yes' if equal else 'NO'} "
               f"| {bench_scale.mib(r['allocator_bytes'])} | {bench_scale.mib(gathered)} "
               f"| {r['losses'][-1]:.4f} |")
     print(f"| PyTorch DDP (fp32, no saver; parameters + gradients + optimizer state, "
           f"not a peak) | {ddp['step_ms']:.1f} | | {bench_scale.mib(ddp['state_bytes'])} "
-          f"| | | | {ddp['losses'][-1]:.4f} |")
+          f"| | | | | | {ddp['losses'][-1]:.4f} |")
 
 
 if __name__ == "__main__":

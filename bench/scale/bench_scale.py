@@ -11,7 +11,8 @@ strategy of --sharding, one FSDP unit per GPTBlock, each schedule of
 --schedules: NO_PREFETCH, BACKWARD_PRE or BACKWARD_POST, +FORWARD for
 --forward-prefetch, +NOLIMIT for --limit-all-gathers 0, +R0 / +R1 for
 --limit-reductions 0 / 1, +AC for --activation-checkpointing of every
-block, +BF16 for --mixed-precision bf16), runs it with
+block, +BF16 for --mixed-precision bf16, +OFFLOAD for --offload-params),
+runs it with
 `fsdp-run --nproc W`, and runs the
 same steps with W PyTorch DDP processes over Gloo (the original nn.Module
 with the exported weights). Rank r takes the r-th contiguous slice of each
@@ -138,7 +139,8 @@ def schedule_flags(schedule):
         flags += {"FORWARD": ["--forward-prefetch"], "NOLIMIT": ["--limit-all-gathers", "0"],
                   "R0": ["--limit-reductions", "0"], "R1": ["--limit-reductions", "1"],
                   "AC": ["--activation-checkpointing"],
-                  "BF16": ["--mixed-precision", "bf16"]}[e]
+                  "BF16": ["--mixed-precision", "bf16"],
+                  "OFFLOAD": ["--offload-params"]}[e]
     return flags
 
 
@@ -159,7 +161,9 @@ def run_fsdp(world, sharding, schedule, model_path, data_path, args, tmp):
     subprocess.run(compile_cmd + ["--emit", "plan", "-o", plan,
                                   "--memory-report-json", memory], check=True)
     with open(memory) as f:
-        predicted = json.load(f)["peak_bytes"]
+        report = json.load(f)
+    predicted = report["peak_bytes"]
+    predicted_host = report.get("host_peak_bytes", 0)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     subprocess.run(run_cmd, check=True, env=env, stdout=subprocess.DEVNULL)
     with open(metrics) as f:
@@ -175,6 +179,8 @@ def run_fsdp(world, sharding, schedule, model_path, data_path, args, tmp):
     return {"step_ms": statistics.median(m["step_ms"] for m in timed), "wait_ms": wait,
             "sharded_bytes": summary.get("sharded_state_bytes"), "peak_bytes": peak,
             "predicted_bytes": predicted,
+            "predicted_host_bytes": predicted_host,
+            "host_bytes": summary.get("host_peak_bytes", 0),
             "allocator_bytes": summary.get("allocator_peak_bytes"),
             "read_bytes": summary.get("model_bytes_read"),
             "losses": [m["loss"] for m in steps]}

@@ -348,6 +348,8 @@ struct Storage {
   /// Held by something outside the step's slots (a constant, the batch):
   /// never written in place.
   bool pinned = false;
+  /// CPU offload: in host memory, counted apart from the device's bytes.
+  bool host = false;
 };
 
 class Simulation {
@@ -364,6 +366,9 @@ private:
   void uncount(int storage);
   /// `value` becomes a slot that holds `storage` with `layout`.
   void define(Value value, int storage, Layout layout) {
+    // A new storage lives where its value does (CPU offload).
+    if (storages[storage].refs == 0 && hostSet.contains(value))
+      storages[storage].host = true;
     count(storage);
     storageOf[value] = storage;
     layoutOf[value] = std::move(layout);
@@ -390,6 +395,8 @@ private:
   llvm::DenseMap<Value, MemoryCategory> roles;
   llvm::DenseMap<Value, Operation *> lastUse;
   int64_t live = 0;
+  int64_t hostLive = 0; // CPU offload: bytes live in host memory
+  llvm::DenseSet<Value> hostSet; // the step's values in host memory
   std::array<int64_t, kNumMemoryCategories> byCategory{};
   int64_t current = -1; // the instruction being simulated
   int64_t currentPeak = 0;
@@ -401,6 +408,11 @@ void Simulation::count(int storage) {
   Storage &s = storages[storage];
   if (s.refs++ > 0)
     return;
+  if (s.host) {
+    hostLive += s.bytes;
+    out.hostPeakBytes = std::max(out.hostPeakBytes, hostLive);
+    return;
+  }
   live += s.bytes;
   byCategory[static_cast<size_t>(s.category)] += s.bytes;
   currentPeak = std::max(currentPeak, live);
@@ -415,6 +427,10 @@ void Simulation::uncount(int storage) {
   Storage &s = storages[storage];
   if (--s.refs > 0)
     return;
+  if (s.host) {
+    hostLive -= s.bytes;
+    return;
+  }
   live -= s.bytes;
   byCategory[static_cast<size_t>(s.category)] -= s.bytes;
 }
@@ -890,8 +906,11 @@ FailureOr<MemoryPrediction> Simulation::run() {
   for (FlatParamOp flat : module.getOps<FlatParamOp>())
     for (Attribute ref : flat.getParams())
       flatMembers.insert(cast<FlatSymbolRefAttr>(ref).getAttr());
+  hostSet = hostValues(body);
   auto declare = [&](StringRef name, Type type) {
     int storage = fresh(tensorBytes(type), MemoryCategory::State);
+    storages[storage].host = isHostState(step, FlatSymbolRefAttr::get(
+                                                   module.getContext(), name));
     count(storage);
     state[name] = storage;
     stateType[name] = type;
@@ -957,6 +976,8 @@ FailureOr<MemoryPrediction> Simulation::run() {
       int next = update.getValue().getType() == type
                      ? storageOf.lookup(update.getValue())
                      : fresh(tensorBytes(type), MemoryCategory::State);
+      if (storages[next].refs == 0)
+        storages[next].host = isHostState(update, update.getNameAttr());
       count(next);
       uncount(it->second);
       it->second = next;
@@ -979,6 +1000,15 @@ FailureOr<MemoryPrediction> Simulation::run() {
       }
     } else if (isa<aten::SetRngStateOp>(op)) {
       // Reads its operand; holds nothing.
+    } else if (isa<ToDeviceOp, ToHostOp>(op)) {
+      // CPU offload: a copy in the other memory.
+      Value result = op.getResult(0);
+      auto type = cast<RankedTensorType>(result.getType());
+      define(result,
+             fresh(tensorBytes(type), isa<ToHostOp>(op)
+                                          ? MemoryCategory::Gradients
+                                          : categoryOf(&op, result)),
+             contiguous(type.getShape()));
     } else if (isa<CollectiveStartOp>(op)) {
       collective(&op);
     } else if (auto wait = dyn_cast<WaitOp>(op)) {

@@ -80,7 +80,9 @@ WaitOp fsdp::waitOf(CollectiveStartOp start) {
 SmallVector<Gather> fsdp::collectGathers(const StepOrder &order) {
   SmallVector<Gather> gathers;
   for (auto start : order.getBody().getOps<AllGatherStartOp>()) {
-    auto read = start.getShard().getDefiningOp<GetOp>();
+    // CPU offload: the shard read on the host, copied to the device.
+    auto copy = start.getShard().getDefiningOp<ToDeviceOp>();
+    auto read = (copy ? copy.getInput() : start.getShard()).getDefiningOp<GetOp>();
     WaitOp wait = waitOf(start);
     if (!read || !wait || llvm::any_of(wait->getUsers(), [](Operation *user) {
           return isa<UpdateOp>(user);
@@ -90,7 +92,41 @@ SmallVector<Gather> fsdp::collectGathers(const StepOrder &order) {
     for (Operation *user : wait->getUsers())
       if (auto f = dyn_cast<FreeOp>(user))
         free = f;
-    gathers.push_back({read, start, wait, free, order.phase(start)});
+    gathers.push_back({read, copy, start, wait, free, order.phase(start)});
   }
   return gathers;
+}
+
+bool fsdp::isHostState(Operation *op, FlatSymbolRefAttr name) {
+  Operation *symbol = SymbolTable::lookupNearestSymbolFrom(op, name);
+  return symbol && symbol->hasAttr(kHostAttr);
+}
+
+llvm::DenseSet<Value> fsdp::hostValues(Block &body) {
+  llvm::DenseSet<Value> host;
+  SmallVector<aten::ConstantOp> constants;
+  for (Operation &op : body) {
+    if (auto get = dyn_cast<GetOp>(op)) {
+      if (isHostState(get, get.getNameAttr()))
+        host.insert(get.getResult());
+    } else if (isa<ToHostOp>(op)) {
+      host.insert(op.getResult(0));
+    } else if (auto constant = dyn_cast<aten::ConstantOp>(op)) {
+      constants.push_back(constant);
+    } else if (isa<aten::CallOp, aten::AutogradBackwardOp>(op) &&
+               llvm::any_of(op.getOperands(),
+                            [&](Value v) { return host.contains(v); })) {
+      host.insert_range(op.getResults());
+    }
+  }
+  // A constant lives where the ops that read it run.
+  for (aten::ConstantOp constant : constants) {
+    Value v = constant.getResult();
+    if (!v.use_empty() && llvm::all_of(v.getUsers(), [&](Operation *user) {
+          return llvm::any_of(user->getResults(),
+                              [&](Value r) { return host.contains(r); });
+        }))
+      host.insert(v);
+  }
+  return host;
 }

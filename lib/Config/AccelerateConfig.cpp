@@ -629,7 +629,7 @@ llvm::Error Reader::readFsdpEntry(const Entry &entry, AccelerateConfig &config,
     return llvm::Error::success();
   }
   if (key == "fsdp_offload_params")
-    return readFalse(entry, "parameters stay on the device");
+    return readBool(entry, config.offloadParams);
   // Accelerate applies activation checkpointing with the wrapping policy:
   // the units (transformer layers under TRANSFORMER_BASED_WRAP).
   if (key == "fsdp_activation_checkpointing")

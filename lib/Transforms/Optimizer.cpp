@@ -66,6 +66,7 @@ struct Optimizer : fsdp::impl::OptimizerBase<Optimizer> {
   void adamStep(aten::ATenBuilder &b, Value step);
   bool isAdam() const { return optimizer == "adam" || optimizer == "adamw"; }
 
+  bool offloaded = false; // CPU offload: some flat parameter is on the host
   OpBuilder *symbols = nullptr; // where state symbols are declared
   SymbolTable *symbolTable = nullptr;
   double decay = 0.0;
@@ -132,7 +133,14 @@ LogicalResult Optimizer::checkOptions(ModuleOp module) {
 FlatSymbolRefAttr Optimizer::declareState(StringRef name,
                                           RankedTensorType type,
                                           FlatSymbolRefAttr param) {
-  OptimStateOp::create(*symbols, symbols->getUnknownLoc(), name, type, param);
+  auto state = OptimStateOp::create(*symbols, symbols->getUnknownLoc(), name,
+                                    type, param);
+  // CPU offload: a host parameter's state lives on the host too, and so
+  // does the step count when any parameter is offloaded.
+  bool host = param ? symbolTable->lookup(param.getValue())->hasAttr(kHostAttr)
+                    : offloaded;
+  if (host)
+    state->setAttr(kHostAttr, symbols->getUnitAttr());
   return FlatSymbolRefAttr::get(symbols->getContext(), name);
 }
 
@@ -343,6 +351,13 @@ LogicalResult Optimizer::run(ModuleOp module) {
     return func.emitOpError("has no fsdp.grad: run fsdp-autodiff before "
                             "fsdp-optimizer");
 
+  offloaded = llvm::any_of(module.getOps<FlatParamOp>(), [](FlatParamOp f) {
+    return f->hasAttr(kHostAttr);
+  });
+  if (offloaded && maxGradNorm > 0.0)
+    return module.emitError("gradient clipping (max-grad-norm) with CPU "
+                            "offload is not supported yet: the total norm "
+                            "would be reduced from host memory");
   // State symbols go after the model's own, before the function.
   OpBuilder symbolBuilder(func);
   symbols = &symbolBuilder;

@@ -96,6 +96,7 @@ void fsdp::buildShardedStepPipeline(OpPassManager &pm,
   shard.shardGroupSize = options.shardGroupSize;
   shard.hybridReduction = options.hybridReduction;
   shard.reduceDtype = options.reduceDtype;
+  shard.offloadParams = options.offloadParams;
   pm.addPass(createShard(shard));
   addGradAccum(pm, options);
   addOptimizer(pm, options);

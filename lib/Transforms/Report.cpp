@@ -253,6 +253,9 @@ void fsdp::printMemoryReport(const MemoryReport &report, raw_ostream &os) {
        << formatBytes(p.breakdown[c]) << "\n";
   os << "before the step (state and batch): " << formatBytes(p.startBytes)
      << "\n";
+  if (p.hostPeakBytes)
+    os << "host memory (CPU offload): peak " << formatBytes(p.hostPeakBytes)
+       << " (" << p.hostPeakBytes << " bytes)\n";
   if (!p.units.empty()) {
     os << "peak while a unit's parameters are gathered:\n";
     // With gradient accumulation each micro-batch gathers again: say which.
@@ -296,6 +299,7 @@ void fsdp::writeMemoryReportJSON(const MemoryReport &report,
       {"peak_module", report.peakModule},
       {"peak_phase", report.peakPhase},
       {"start_bytes", p.startBytes},
+      {"host_peak_bytes", p.hostPeakBytes},
       {"breakdown", std::move(breakdown)},
       {"units", std::move(units)},
       {"timeline", llvm::json::Array(p.timeline)},

@@ -267,7 +267,12 @@ struct ApplySchedule : fsdp::impl::ApplyScheduleBase<ApplySchedule> {
       }
       for (auto &[g, anchor] : moves) {
         g.read->moveAfter(anchor);
-        g.start->moveAfter(g.read);
+        Operation *last = g.read;
+        if (g.copy) {
+          g.copy->moveAfter(g.read);
+          last = g.copy;
+        }
+        g.start->moveAfter(last);
         g.start->removeAttr(kPrefetchAttr);
       }
     });

@@ -117,6 +117,10 @@ LogicalResult Shard::checkOptions(ModuleOp module) {
   else if (!reduceDtype.empty())
     return module.emitError("unknown reduce dtype '")
            << reduceDtype << "': expected bf16, f16 or f32";
+  if (offloadParams && (strategy == Strategy::OSS ||
+                        strategy == Strategy::SHARDED_DDP))
+    return module.emitError("CPU offload applies to FSDP's strategies, not ")
+           << sharding << " (its parameters are whole on every rank)";
   if (hybridReduction != "ordered" && hybridReduction != "two-stage")
     return module.emitError("unknown HYBRID_SHARD reduction '")
            << hybridReduction << "': expected ordered or two-stage";
@@ -164,6 +168,9 @@ void Shard::gather(Unit &unit, ArrayRef<OpOperand *> uses, bool recompute) {
   // so that the gather moves that type.
   Value shard = GetOp::create(
       b, loc, unit.flat.getStateType().clone(unit.computeType), ref);
+  // CPU offload: the shard lives on the host; the device gathers a copy.
+  if (offloadParams)
+    shard = ToDeviceOp::create(b, loc, shard);
   Value full = shard;
   if (gathers()) {
     auto fullType = RankedTensorType::get({int64_t(unit.flat.getPaddedNumel())},
@@ -260,8 +267,12 @@ void Shard::reduceGradients(Unit &unit) {
   // to the flat parameter's own type, as FSDP casts the reduced shard.
   flatGrad = b.cast(flatGrad, reduceType(flatGrad));
   Type stored = unit.flat.getElementType();
-  auto toStored = [loc, stored](OpBuilder &end, Value g) {
-    return aten::ATenBuilder(end, loc).cast(g, stored);
+  bool offload = offloadParams;
+  // CPU offload: the reduced (and cast) shard is copied to the host, where
+  // the optimizer runs.
+  auto toStored = [loc, stored, offload](OpBuilder &end, Value g) {
+    g = aten::ATenBuilder(end, loc).cast(g, stored);
+    return offload ? Value(ToHostOp::create(end, loc, g)) : g;
   };
 
   MLIRContext *ctx = builder.getContext();
@@ -417,6 +428,8 @@ LogicalResult Shard::run(ModuleOp module) {
         symbols, unit->members.front().getLoc(), name, unit->path,
         ArrayAttr::get(ctx, members), unit->offsets, unit->numel, padded,
         groupSize, elem, replicated());
+    if (offloadParams)
+      unit->flat->setAttr(kHostAttr, UnitAttr::get(ctx));
   }
 
   // Views of one unit's parameters (a transposed weight) share its

@@ -91,6 +91,38 @@ LogicalResult VerifyPlan::checkFunction(func::FuncOp func) {
   StepOrder order(body);
   auto at = [&](Operation *user) { return order.at(user); };
 
+  // CPU offload: nothing read in the wrong memory. Collectives and the
+  // device's copies read device tensors, `fsdp.to_host`'s input is on the
+  // device, an ATen call does not mix host and device tensors, and state
+  // is written from the memory it lives in.
+  llvm::DenseSet<Value> host = hostValues(body);
+  for (Operation &op : body) {
+    auto onHost = [&](Value v) { return host.contains(v); };
+    if (auto start = dyn_cast<CollectiveStartOp>(&op)) {
+      if (onHost(start.getCollectiveInput()))
+        fail(&op, "sends a host tensor: a collective runs on the device "
+                  "(copy it with fsdp.to_device)");
+    } else if (isa<ToDeviceOp>(op) && !onHost(op.getOperand(0))) {
+      fail(&op, "copies a device tensor to the device");
+    } else if (isa<ToHostOp>(op) && onHost(op.getOperand(0))) {
+      fail(&op, "copies a host tensor to the host");
+    } else if (auto update = dyn_cast<UpdateOp>(op)) {
+      bool hostState = isHostState(update, update.getNameAttr());
+      if (hostState != onHost(update.getValue()))
+        fail(&op, Twine("writes @") + update.getName() + ", which lives on the " +
+                      (hostState ? "host" : "device") + ", from the " +
+                      (hostState ? "device" : "host"));
+    } else if (isa<aten::CallOp, aten::AutogradBackwardOp>(op) &&
+               llvm::any_of(op.getOperands(), onHost)) {
+      for (Value operand : op.getOperands())
+        if (!onHost(operand) && !operand.getDefiningOp<aten::ConstantOp>()) {
+          fail(&op, "reads host and device tensors together (copy one with "
+                    "fsdp.to_host or fsdp.to_device)");
+          break;
+        }
+    }
+  }
+
   for (Operation &op : body) {
     if (auto collective = dyn_cast<CollectiveStartOp>(op)) {
       Value future = collective.getCollectiveFuture();
@@ -127,7 +159,11 @@ LogicalResult VerifyPlan::checkFunction(func::FuncOp func) {
                           " into something other than its update (every "
                           "rank holds it whole)");
         } else {
-          auto read = gather.getShard().getDefiningOp<GetOp>();
+          // CPU offload: the shard read on the host, copied to the device.
+          Value shard = gather.getShard();
+          if (auto copy = shard.getDefiningOp<ToDeviceOp>())
+            shard = copy.getInput();
+          auto read = shard.getDefiningOp<GetOp>();
           if (!read || read.getName() != gather.getUnit())
             fail(&op, Twine("gathers a tensor that is not the shard of ") +
                           "@" + gather.getUnit() + " (an fsdp.get of it)");

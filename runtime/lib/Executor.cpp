@@ -597,31 +597,39 @@ void Executor::autogradBackward(size_t i, const Instruction &inst,
 }
 
 
-void Executor::count(const at::Tensor &t) {
+void Executor::count(const at::Tensor &t, bool host) {
   if (!t.defined())
     return;
-  auto &[refs, bytes] = storages[t.storage().unsafeGetStorageImpl()];
-  if (refs++ == 0) {
-    bytes = t.storage().nbytes();
-    live += bytes;
-    peak = std::max(peak, live);
-    instructionPeak = std::max(instructionPeak, live);
+  Counted &c = storages[t.storage().unsafeGetStorageImpl()];
+  if (c.refs++ > 0)
+    return;
+  // A new storage: in the memory the plan says its instruction's results
+  // are in (CPU offload), counted apart.
+  c.bytes = t.storage().nbytes();
+  c.host = host;
+  if (host) {
+    hostLive += c.bytes;
+    hostPeak = std::max(hostPeak, hostLive);
+    return;
   }
+  live += c.bytes;
+  peak = std::max(peak, live);
+  instructionPeak = std::max(instructionPeak, live);
 }
 
 void Executor::uncount(const at::Tensor &t) {
   if (!t.defined())
     return;
   auto it = storages.find(t.storage().unsafeGetStorageImpl());
-  if (it != storages.end() && --it->second.first == 0) {
-    live -= it->second.second;
+  if (it != storages.end() && --it->second.refs == 0) {
+    (it->second.host ? hostLive : live) -= it->second.bytes;
     storages.erase(it);
   }
 }
 
 void Executor::set(int64_t slot, at::Tensor t) {
   release(slot);
-  count(t);
+  count(t, resultsOnHost);
   slots[slot] = std::move(t);
 }
 
@@ -649,12 +657,18 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
   held.assign(plan.numSlots, {});
   storages.clear();
   live = peak = 0;
+  hostLive = hostPeak = 0;
+  resultsOnHost = false;
   gradBytes = 0;
   waitMs = 0;
+  hostState.clear();
+  for (const StateEntry &e : plan.state)
+    if (e.host)
+      hostState.insert(e.name);
   // The state lives through the step; views of it (a transposed weight)
-  // add nothing.
+  // add nothing. CPU offload: state in host memory counts apart.
   for (const auto &[name, t] : state)
-    count(t);
+    count(t, hostState.count(name) > 0);
   peak = live;
   for (size_t i = 0; i < plan.inputs.size(); ++i)
     set(plan.inputs[i].slot, inputs[i]);
@@ -671,6 +685,7 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
     auto began = profiling ? std::chrono::steady_clock::now()
                            : std::chrono::steady_clock::time_point();
     instructionPeak = live;
+    resultsOnHost = inst.host;
     switch (inst.kind) {
     case InstKind::Get:
       // A read shares the state's storage: its bytes count once, and the
@@ -689,13 +704,20 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
       at::Tensor next = slots[inst.value];
       if (inst.castDtype)
         next = next.to(entry.scalar_type());
-      count(next);
+      count(next, hostState.count(inst.state) > 0);
       uncount(entry);
       entry = next;
       break;
     }
     case InstKind::Constant:
       set(inst.result, constants[i]);
+      break;
+    case InstKind::ToDevice:
+    case InstKind::ToHost:
+      // CPU offload: a copy into the other memory, a separate allocation
+      // (on the CPU both are host memory; the plan says which it stands
+      // for, and the bytes are counted there).
+      set(inst.result, slots[inst.input].clone());
       break;
     case InstKind::AllGather:
       futures[inst.result] = comm->allGather(slots[inst.input], inst.group);

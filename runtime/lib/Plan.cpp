@@ -322,6 +322,16 @@ static void validate(const Plan &plan, const std::string &path) {
     case InstKind::Free:
       checkSlot(i, inst.input);
       break;
+    case InstKind::ToDevice:
+    case InstKind::ToHost:
+      checkSlot(i, inst.input);
+      checkSlot(i, inst.result);
+      if (inst.host != (inst.kind == InstKind::ToHost))
+        fail(i, std::string("copies to the ") +
+                    (inst.kind == InstKind::ToHost ? "host" : "device") +
+                    " but says its result is " +
+                    (inst.host ? "on the host" : "on the device"));
+      break;
     }
   }
   if (plan.worldSize > kMaxWorldSize)
@@ -407,6 +417,7 @@ Plan loadPlan(const std::string &path) {
       if (e.kind == StateKind::Optim && s.at("param").is_string())
         e.param = s.at("param").get<std::string>();
       e.persistent = s.value("persistent", true);
+      e.host = s.value("host", false);
       e.type = parseType(s);
       e.aliases = s.at("aliases").get<std::vector<std::string>>();
       if (e.kind == StateKind::FlatParam) {
@@ -456,6 +467,7 @@ Plan loadPlan(const std::string &path) {
       Instruction inst;
       std::string kind = i.at("kind").get<std::string>();
       inst.free = i.at("free").get<std::vector<int64_t>>();
+      inst.host = i.value("host", false);
       if (kind == "get") {
         inst.kind = InstKind::Get;
         inst.state = i.at("state").get<std::string>();
@@ -536,6 +548,10 @@ Plan loadPlan(const std::string &path) {
         inst.state = i.at("unit").get<std::string>();
         inst.group = parseGroup(i.at("group").get<std::string>(), path);
         inst.type = parseType(i);
+      } else if (kind == "to_device" || kind == "to_host") {
+        inst.kind = kind == "to_host" ? InstKind::ToHost : InstKind::ToDevice;
+        inst.input = i.at("input").get<int64_t>();
+        inst.result = i.at("result").get<int64_t>();
       } else if (kind == "free") {
         inst.kind = InstKind::Free;
         inst.input = i.at("buffer").get<int64_t>();

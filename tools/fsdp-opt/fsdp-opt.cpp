@@ -233,6 +233,13 @@ static llvm::cl::opt<std::string> bufferDtypeFlag(
     llvm::cl::desc("MixedPrecision.buffer_dtype: the dtype floating-point "
                    "buffers are read and updated in (default: fp32)"),
     llvm::cl::value_desc("bf16|fp32"), llvm::cl::cat(fsdpCategory));
+static llvm::cl::opt<bool> offloadParamsFlag(
+    "offload-params",
+    llvm::cl::desc("CPU offload (FSDP's CPUOffload(offload_params=True), "
+                   "Accelerate's fsdp_offload_params): parameter shards, "
+                   "gradient shards and optimizer state in host memory, the "
+                   "optimizer step on the host"),
+    llvm::cl::init(false), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<int64_t> limitAllGathersFlag(
     "limit-all-gathers",
     llvm::cl::desc("Most gathered buffers in flight or alive when a "
@@ -299,6 +306,7 @@ struct FSDPSettings {
   // Mixed precision, in MixedPrecision's terms: fp32 (none), bf16; the
   // reduce dtype "" is the param dtype (FSDP's reduce_dtype=None).
   std::string paramDtype = "fp32", reduceDtype, bufferDtype = "fp32";
+  bool offloadParams = false; // CPU offload
   int64_t limitAllGathers = 2;
   int64_t limitReductions = 2;
   int64_t memoryBudget = 0; // --auto-wrap budget
@@ -336,6 +344,7 @@ static LogicalResult resolveFSDPSettings() {
     s.backwardPrefetch = config->backwardPrefetch;
     s.forwardPrefetch = config->forwardPrefetch;
     s.activationCheckpointing = config->activationCheckpointing;
+    s.offloadParams = config->offloadParams;
     if (!config->mixedPrecision.empty())
       s.paramDtype = s.reduceDtype = s.bufferDtype = config->mixedPrecision;
     s.limitAllGathers = config->limitAllGathers;
@@ -349,7 +358,7 @@ static LogicalResult resolveFSDPSettings() {
            &fsdpReportFlag, &hybridReductionFlag, &backwardPrefetchFlag, &forwardPrefetchFlag,
            &limitAllGathersFlag, &limitReductionsFlag, &activationCheckpointingFlag,
            &mixedPrecisionFlag, &paramDtypeFlag, &reduceDtypeFlag,
-           &bufferDtypeFlag})
+           &bufferDtypeFlag, &offloadParamsFlag})
     if (given(*o))
       s.enabled = true;
   if (given(shardingFlag))
@@ -405,6 +414,8 @@ static LogicalResult resolveFSDPSettings() {
       return error("fp16 mixed precision is not supported yet: it needs "
                    "dynamic loss scaling (ShardedGradScaler), which fsdp-opt "
                    "does not have yet; bf16 trains without it");
+  if (given(offloadParamsFlag))
+    s.offloadParams = offloadParamsFlag;
   if (given(limitAllGathersFlag))
     s.limitAllGathers = limitAllGathersFlag;
   if (given(limitReductionsFlag))
@@ -427,6 +438,12 @@ static LogicalResult resolveFSDPSettings() {
   if (!fsdp::isShardingStrategy(s.sharding))
     return error("--sharding " + s.sharding + ": expected " +
                  fsdp::kShardingStrategies);
+  if (s.offloadParams && (s.sharding == "OSS" || s.sharding == "SHARDED_DDP"))
+    return error("--offload-params applies to FSDP's strategies, not " +
+                 s.sharding + " (its parameters are whole on every rank)");
+  if (s.offloadParams && maxGradNormFlag > 0.0)
+    return error("--max-grad-norm with --offload-params is not supported "
+                 "yet (the total norm would be reduced from host memory)");
   if (s.worldSize < 1)
     return error("--world-size must be at least 1, found " +
                  llvm::Twine(s.worldSize));
@@ -528,6 +545,7 @@ static void printFSDPSettings(llvm::raw_ostream &os) {
   os << "mixed-precision: param " << s.paramDtype << ", reduce "
      << (s.reduceDtype.empty() ? s.paramDtype : s.reduceDtype) << ", buffer "
      << s.bufferDtype << "\n";
+  os << "offload-params: " << (s.offloadParams ? "true" : "false") << "\n";
   os << "limit-all-gathers: " << s.limitAllGathers
      << (s.limitAllGathers == 0 ? " (no limit)" : "") << "\n";
   os << "limit-reductions: " << s.limitReductions
@@ -639,6 +657,7 @@ static void setFSDPOptions(fsdp::FSDPPipelineOptions &options) {
     options.reduceDtype = "bf16";
   else if (s.reduceDtype == "fp32")
     options.reduceDtype = "f32";
+  options.offloadParams = s.offloadParams;
   options.autoWrapPolicy = s.autoWrap;
   options.minNumParams = s.minNumParams;
   options.wrapClasses = s.wrapClasses;

@@ -75,6 +75,10 @@ struct MemoryPrediction {
   std::array<int64_t, kNumMemoryCategories> breakdown{};
   /// Bytes live before the first instruction (state and batch).
   int64_t startBytes = 0;
+  /// CPU offload: the most bytes live in host memory at any moment
+  /// (offloaded state, gradient shards copied back, the optimizer's
+  /// temporaries); the other fields count device memory only.
+  int64_t hostPeakBytes = 0;
   /// Bytes live after each instruction, and the most during it.
   llvm::SmallVector<int64_t> timeline;
   llvm::SmallVector<int64_t> instructionPeak;

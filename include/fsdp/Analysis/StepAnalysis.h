@@ -13,9 +13,11 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 
 #include "mlir/IR/Block.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace fsdp {
@@ -81,6 +83,7 @@ WaitOp waitOf(CollectiveStartOp start);
 /// and the free of the gathered buffer (null if never freed).
 struct Gather {
   GetOp read;
+  ToDeviceOp copy; // CPU offload: the shard's copy to the device, or null
   AllGatherStartOp start;
   WaitOp wait;
   FreeOp free;
@@ -91,6 +94,16 @@ struct Gather {
 /// uses, in start order. Not among them: the gathers of updated shards into
 /// a replicated flat parameter (OSS, SHARDED_DDP), which feed its update.
 llvm::SmallVector<Gather> collectGathers(const StepOrder &order);
+
+/// CPU offload: whether the state symbol `name` (from `op`) lives in host
+/// memory (`fsdp.host`).
+bool isHostState(mlir::Operation *op, mlir::FlatSymbolRefAttr name);
+
+/// CPU offload: the values of `body` that live in host memory: reads of
+/// host state, `fsdp.to_host` results, and what ATen computes from them
+/// (a call with a host operand runs on the host), constants read only on
+/// the host. Everything else is on the device.
+llvm::DenseSet<mlir::Value> hostValues(mlir::Block &body);
 
 } // namespace fsdp
 

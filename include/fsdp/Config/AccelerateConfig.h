@@ -50,6 +50,9 @@ struct AccelerateConfig {
   /// fsdp_limit_all_gathers: FSDP1's rate limiter, 2 buffers (true, the
   /// default) or none (false: 0); FSDP2 has none (0 unless the key says).
   int64_t limitAllGathers = 2;
+  /// fsdp_offload_params: CPU offload of parameters, gradients and
+  /// optimizer state.
+  bool offloadParams = false;
   /// mixed_precision: "bf16" (param, reduce and buffer dtype), else empty.
   std::string mixedPrecision;
   /// fsdp_state_dict_type: FULL_STATE_DICT or SHARDED_STATE_DICT, the kind
@@ -59,8 +62,7 @@ struct AccelerateConfig {
 
 /// Reads `path`. Errors (llvm::StringError, inconvertibleErrorCode) name the
 /// file, the line and the key, e.g.
-///   "cfg.yaml:7: fsdp_config.fsdp_offload_params: true is not supported yet
-///    (parameters stay on the device)"
+///   "cfg.yaml:7: mixed_precision: fp16 is not supported yet (...)"
 ///   "cfg.yaml:3: unknown key 'fsdp_foo' in fsdp_config"
 llvm::Expected<AccelerateConfig> readAccelerateConfig(llvm::StringRef path);
 

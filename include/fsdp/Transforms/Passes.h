@@ -130,6 +130,11 @@ struct FSDPPipelineOptions : TrainStepOptionsBase<FSDPPipelineOptions> {
       llvm::cl::desc("Mixed precision: bf16, f16 or f32 (empty: the "
                      "gradient's own type)"),
       llvm::cl::init("")};
+  Opt<bool> offloadParams{
+      *this, "offload-params",
+      llvm::cl::desc("CPU offload: parameter shards, gradients and "
+                     "optimizer state in host memory"),
+      llvm::cl::init(false)};
   Opt<std::string> autoWrapPolicy{
       *this, "auto-wrap-policy",
       llvm::cl::desc("size, class, modules or none"), llvm::cl::init("none")};

@@ -333,6 +333,15 @@ def Shard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
     type, are cast to `reduce-dtype` (if it differs) before the reduction.
     `fsdp-optimizer` casts the reduced shard to the flat parameter's own
     type.
+
+    CPU offload (`offload-params`, PyTorch FSDP's
+    `CPUOffload(offload_params=True)`): every flat parameter is marked
+    `fsdp.host` (it lives in host memory); the read of its shard is copied
+    to the device (`fsdp.to_device`) before the all-gather, and the reduced
+    gradient shard, once waited (and cast), back to the host
+    (`fsdp.to_host`), where `fsdp-optimizer` updates the shard with state
+    of its own on the host. Not for OSS and SHARDED_DDP, whose parameters
+    are whole on every rank.
   }];
   let options = [
     Option<"sharding", "sharding-strategy", "std::string",
@@ -350,6 +359,9 @@ def Shard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
     Option<"reduceDtype", "reduce-dtype", "std::string", /*default=*/"\"\"",
            "Mixed precision: the type gradients are reduced in (bf16, f16 or "
            "f32; empty: the gradient's own)">,
+    Option<"offloadParams", "offload-params", "bool", /*default=*/"false",
+           "CPU offload: flat parameters (and their gradients and optimizer "
+           "state) live in host memory">,
   ];
   let dependentDialects = ["::fsdp::aten::ATenDialect", "::fsdp::FSDPDialect"];
 }

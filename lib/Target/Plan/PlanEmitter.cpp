@@ -2,6 +2,7 @@
 
 #include "fsdp/Target/Plan/PlanEmitter.h"
 
+#include "fsdp/Analysis/StepAnalysis.h"
 #include "fsdp/Dialect/ATen/IR/ATenDialect.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 
@@ -306,6 +307,9 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
       entry["aliases"] = json::Array();
       state.push_back(std::move(entry));
     }
+    // CPU offload: state that lives in host memory.
+    if (op.hasAttr(kHostAttr) && !state.empty())
+      (*state.back().getAsObject())["host"] = true;
   }
 
   if (!func.getBody().hasOneBlock())
@@ -343,6 +347,7 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
 
   json::Array instructions;
   json::Array outputs;
+  llvm::DenseSet<Value> host = hostValues(body);
   for (Operation &op : body) {
     json::Object inst;
     if (auto get = dyn_cast<GetOp>(op)) {
@@ -481,6 +486,11 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
       inst["group"] = groupName(local.getGroup());
       inst["buffer"] = slot(local.getBuffer());
       inst["result"] = slot(local.getResult());
+    } else if (isa<ToDeviceOp, ToHostOp>(op)) {
+      // CPU offload: a copy into the other memory.
+      inst["kind"] = isa<ToHostOp>(op) ? "to_host" : "to_device";
+      inst["input"] = slot(op.getOperand(0));
+      inst["result"] = slot(op.getResult(0));
     } else if (auto free = dyn_cast<FreeOp>(op)) {
       inst["kind"] = "free";
       inst["buffer"] = slot(free.getBuffer());
@@ -512,6 +522,9 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
       if (result.use_empty())
         free.push_back(slot(result));
     inst["free"] = std::move(free);
+    // CPU offload: an instruction whose results are in host memory says so.
+    if (op.getNumResults() > 0 && host.contains(op.getResult(0)))
+      inst["host"] = true;
     instructions.push_back(std::move(inst));
   }
 

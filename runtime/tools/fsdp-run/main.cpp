@@ -669,7 +669,7 @@ void runRank(const Options &o, const RankInfo &info,
                   (errno ? std::string(": ") + std::strerror(errno) : ""));
   };
   std::vector<at::Tensor> outputs;
-  int64_t peak = 0, gradBytes = 0, allocatorPeak = 0;
+  int64_t peak = 0, gradBytes = 0, allocatorPeak = 0, hostPeak = 0;
   AllocatorCounter &allocator = AllocatorCounter::install();
   for (int64_t step = firstStep; step < steps; ++step) {
     std::vector<at::Tensor> inputs;
@@ -708,6 +708,7 @@ void runRank(const Options &o, const RankInfo &info,
                     std::chrono::steady_clock::now() - start)
                     .count();
     peak = std::max(peak, executor.peakBytes());
+    hostPeak = std::max(hostPeak, executor.hostPeakBytes());
     gradBytes = executor.gradientBytes();
     if (hasLoss && !std::isfinite(loss))
       throw Error("step " + std::to_string(step + 1) + "/" +
@@ -758,6 +759,9 @@ void runRank(const Options &o, const RankInfo &info,
                           {"comm_wait_ms", executor.commWaitMs()},
                           {"peak_bytes", executor.peakBytes()},
                           {"allocator_peak_bytes", stepAllocatorPeak}};
+      // CPU offload: host memory, counted apart.
+      if (executor.hostPeakBytes())
+        line["host_peak_bytes"] = executor.hostPeakBytes();
       line["loss"] = hasLoss ? nlohmann::json(loss) : nlohmann::json(nullptr);
       for (const auto &[name, value] : stepMetrics)
         line[name] = value;
@@ -771,14 +775,16 @@ void runRank(const Options &o, const RankInfo &info,
   // their shards' padding does); every rank takes part.
   int64_t peakRank = 0;
   if (info.worldSize > 1) {
-    at::Tensor peaks = at::zeros({2, info.worldSize}, at::kDouble);
+    at::Tensor peaks = at::zeros({3, info.worldSize}, at::kDouble);
     peaks[0][info.rank] = static_cast<double>(peak);
     peaks[1][info.rank] = static_cast<double>(allocatorPeak);
+    peaks[2][info.rank] = static_cast<double>(hostPeak);
     at::Tensor all = comm->allReduce(peaks, CommGroup::World, /*mean=*/false)
                          ->wait();
     peakRank = all[0].argmax().item<int64_t>();
     peak = static_cast<int64_t>(all[0][peakRank].item<double>());
     allocatorPeak = static_cast<int64_t>(all[1].max().item<double>());
+    hostPeak = static_cast<int64_t>(all[2].max().item<double>());
   }
   if (lead && metrics.is_open()) {
     nlohmann::json summary{{"summary", true},
@@ -788,6 +794,8 @@ void runRank(const Options &o, const RankInfo &info,
                            {"peak_bytes", peak},
                            {"peak_rank", peakRank},
                            {"allocator_peak_bytes", allocatorPeak}};
+    if (hostPeak)
+      summary["host_peak_bytes"] = hostPeak;
     writeMetrics(summary);
     metrics.close();
     if (!metrics)

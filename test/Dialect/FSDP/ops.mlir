@@ -204,6 +204,23 @@ module {
   }
 }
 
+// CPU offload: copies between host and device memory, and state marked as
+// living on the host.
+// CHECK-LABEL: func.func @offload(
+// CHECK-NEXT:    %[[S:.+]] = fsdp.get @off.unit : tensor<2xf32>
+// CHECK-NEXT:    %[[D:.+]] = fsdp.to_device %[[S]] : tensor<2xf32>
+// CHECK-NEXT:    fsdp.to_host %[[D]] : tensor<2xf32>
+module {
+  fsdp.param @off.v : tensor<4xf32> in "off" : "M"
+  fsdp.flat_param @off.unit for "off" params [@off.v] offsets [0] numel 4 padded 4 shards 2 : f32 {fsdp.host}
+  func.func @offload() {
+    %s = fsdp.get @off.unit : tensor<2xf32>
+    %d = fsdp.to_device %s : tensor<2xf32>
+    %h = fsdp.to_host %d : tensor<2xf32>
+    return
+  }
+}
+
 // The sharding strategy is a dialect attribute.
 // CHECK: module attributes {fsdp.sharding = #fsdp<sharding HYBRID_SHARD>}
 module attributes {fsdp.sharding = #fsdp<sharding HYBRID_SHARD>} {

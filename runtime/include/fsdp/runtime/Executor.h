@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace fsdp::runtime {
 
@@ -68,6 +69,9 @@ public:
   /// Peak bytes of live tensors (slots, state, and what collectives hold
   /// in flight) during the last run.
   int64_t peakBytes() const { return peak; }
+  /// CPU offload: the peak bytes of live tensors in host memory (offloaded
+  /// state and what the host computes), counted apart from `peakBytes`.
+  int64_t hostPeakBytes() const { return hostPeak; }
   /// Bytes live when the last run began (state and batch), after each of
   /// its instructions, and the most during each (what fsdp-opt's memory
   /// model predicts instruction by instruction).
@@ -113,8 +117,10 @@ private:
 
   /// Memory: a storage counts once, however many slots and collectives
   /// hold it.
-  void count(const at::Tensor &t);
+  void count(const at::Tensor &t, bool host = false);
   void uncount(const at::Tensor &t);
+  /// `t` becomes `slot`'s value; a new storage is counted in the memory
+  /// the current instruction's results are in (`resultsOnHost`).
   void set(int64_t slot, at::Tensor t);
   /// `tensors` count until `slot` (a collective's future) is released.
   void hold(int64_t slot, std::vector<at::Tensor> tensors);
@@ -131,7 +137,15 @@ private:
   std::unique_ptr<Communicator> single;
   int64_t gradBytes = 0;
   double waitMs = 0;
-  std::unordered_map<const void *, std::pair<int64_t, int64_t>> storages;
+  // Live storages: references, bytes, and whether in host memory.
+  struct Counted {
+    int64_t refs = 0, bytes = 0;
+    bool host = false;
+  };
+  std::unordered_map<const void *, Counted> storages;
+  int64_t hostLive = 0, hostPeak = 0;
+  bool resultsOnHost = false; // the current instruction's (CPU offload)
+  std::unordered_set<std::string> hostState; // state in host memory
   int64_t live = 0, peak = 0, startLive = 0, instructionPeak = 0;
   std::vector<int64_t> after, during;
   std::vector<double> profile;

@@ -68,6 +68,7 @@ struct StateEntry {
   std::vector<std::string> aliases;
   std::string param; // Optim: the parameter it belongs to ("" if none)
   bool persistent = true; // false: not in state_dict (checkpoints skip it)
+  bool host = false; // CPU offload: lives in host memory
   // FlatParam: `type` is a rank's shard of the padded flat buffer, or the
   // whole buffer if `replicated` (OSS, SHARDED_DDP: only its gradient and
   // optimizer state are sharded).
@@ -98,7 +99,8 @@ struct InputEntry {
 
 enum class InstKind {
   Get, Update, Constant, Call, RngState, SetRngState, AutogradBackward,
-  AllGather, ReduceScatter, AllReduce, Wait, Free, View, LocalShard
+  AllGather, ReduceScatter, AllReduce, Wait, Free, View, LocalShard,
+  ToDevice, ToHost
 };
 
 /// The ranks a collective runs over.
@@ -112,6 +114,8 @@ struct Instruction {
   // Get, Update: mixed precision's compute type, when it is not the
   // state's own: a read rounds the state to it, a write widens it back.
   std::optional<c10::ScalarType> castDtype;
+  // CPU offload: the results are in host memory (counted apart).
+  bool host = false;
   TensorSpec type;               // Constant, Wait, View, LocalShard
   std::string hex;               // Constant
   // Call, and AutogradBackward of the call it names.
@@ -128,7 +132,8 @@ struct Instruction {
   std::vector<std::pair<int64_t, int64_t>> resultGrads;
   std::vector<int64_t> wrt;
   int64_t rng = -1;
-  int64_t input = -1;            // collectives: the tensor; Wait: the future;
+  int64_t input = -1;            // collectives, ToDevice, ToHost: the tensor;
+                                 // Wait: the future;
                                  // Free, View, LocalShard: the buffer;
                                  // SetRngState: the state
   CommGroup group = CommGroup::World; // collectives, LocalShard

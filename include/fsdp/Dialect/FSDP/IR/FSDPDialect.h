@@ -57,6 +57,10 @@ inline constexpr llvm::StringLiteral kWaitBeforeAttr = "fsdp.wait_before";
 /// The module attribute a sharded step carries its strategy in (a
 /// ShardingStrategyAttr), set by fsdp-shard.
 inline constexpr llvm::StringLiteral kShardingAttr = "fsdp.sharding";
+/// CPU offload: on a flat parameter or optimizer state, the state lives in
+/// host memory (`fsdp-shard{offload-params}`, and the optimizer's state of
+/// such a parameter).
+inline constexpr llvm::StringLiteral kHostAttr = "fsdp.host";
 
 /// A result attribute of the step function: the output is a per-step
 /// metric with this name (`lr`), which `fsdp-run --metrics` reports.

@@ -424,4 +424,34 @@ def FSDP_ViewOp : FSDP_Op<"view", [Pure]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// CPU offload
+//===----------------------------------------------------------------------===//
+
+class FSDP_CopyOp<string mnemonic, string where>
+    : FSDP_Op<mnemonic, [AllTypesMatch<["input", "result"]>]> {
+  let summary = "copies a tensor to " # where # " memory";
+  let description = [{
+    CPU offload (PyTorch FSDP's `CPUOffload(offload_params=True)`): state
+    marked `fsdp.host` lives in host memory; a shard is copied to the
+    device before its all-gather and a reduced gradient shard back to the
+    host, where the optimizer updates it. The result is a new tensor of the
+    operand's type in the other memory.
+
+    ```mlir
+    %d = fsdp.to_device %shard : tensor<133xf32>
+    %h = fsdp.to_host %grad : tensor<133xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let builders = [OpBuilder<(ins "::mlir::Value":$input), [{
+    build($_builder, $_state, input.getType(), input);
+  }]>];
+}
+
+def FSDP_ToDeviceOp : FSDP_CopyOp<"to_device", "device">;
+def FSDP_ToHostOp : FSDP_CopyOp<"to_host", "host">;
+
 #endif // FSDP_DIALECT_FSDP_IR_FSDPOPS_TD
