@@ -68,14 +68,7 @@ def main():
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--sharding", default="FULL_SHARD")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--batch", type=int, default=8, help="global batch")
-    p.add_argument("--d-model", type=int, default=128)
-    p.add_argument("--n-layer", type=int, default=4)
-    p.add_argument("--n-head", type=int, default=4)
-    p.add_argument("--max-len", type=int, default=64)
-    p.add_argument("--vocab", type=int, default=512)
-    p.add_argument("--bin", default=os.path.join(bench_scale.ROOT, "build", "bin"))
+    bench_scale.add_model_args(p)
     args = p.parse_args()
     w = args.ranks
     if args.batch % w:

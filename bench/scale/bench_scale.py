@@ -220,6 +220,18 @@ def write_data(args, path):
     return path
 
 
+def add_model_args(p):
+    """The GPT's size, the threads per rank, and where the binaries are."""
+    p.add_argument("--threads", type=int, default=1, help="threads per rank")
+    p.add_argument("--batch", type=int, default=8, help="global batch")
+    p.add_argument("--d-model", type=int, default=128)
+    p.add_argument("--n-layer", type=int, default=4)
+    p.add_argument("--n-head", type=int, default=4)
+    p.add_argument("--max-len", type=int, default=64)
+    p.add_argument("--vocab", type=int, default=512)
+    p.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+
+
 def mib(n):
     return "n/a" if n is None else f"{n / 2**20:.2f}"
 
@@ -235,14 +247,7 @@ def main():
     p.add_argument("--schedules", default="BACKWARD_PRE",
                    help="all-gather schedules, comma-separated (e.g. NO_PREFETCH,"
                    "BACKWARD_PRE+FORWARD)")
-    p.add_argument("--threads", type=int, default=1, help="threads per rank")
-    p.add_argument("--batch", type=int, default=8, help="global batch")
-    p.add_argument("--d-model", type=int, default=128)
-    p.add_argument("--n-layer", type=int, default=4)
-    p.add_argument("--n-head", type=int, default=4)
-    p.add_argument("--max-len", type=int, default=64)
-    p.add_argument("--vocab", type=int, default=512)
-    p.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+    add_model_args(p)
     args = p.parse_args()
     ranks = [int(r) for r in args.ranks.split(",")]
     for w in ranks:
