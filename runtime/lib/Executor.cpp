@@ -366,6 +366,10 @@ Executor::Executor(const Plan &plan, Communicator *comm)
     single = createSingleRankCommunicator();
     this->comm = single.get();
   }
+  // CPU offload: the state the plan keeps in host memory.
+  for (const StateEntry &e : plan.state)
+    if (e.host)
+      hostState.insert(e.name);
   // Which start each wait completes.
   startOf.assign(plan.instructions.size(), 0);
   std::map<int64_t, size_t> startBySlot;
@@ -661,10 +665,6 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
   resultsOnHost = false;
   gradBytes = 0;
   waitMs = 0;
-  hostState.clear();
-  for (const StateEntry &e : plan.state)
-    if (e.host)
-      hostState.insert(e.name);
   // The state lives through the step; views of it (a transposed weight)
   // add nothing. CPU offload: state in host memory counts apart.
   for (const auto &[name, t] : state)

@@ -145,7 +145,7 @@ private:
   std::unordered_map<const void *, Counted> storages;
   int64_t hostLive = 0, hostPeak = 0;
   bool resultsOnHost = false; // the current instruction's (CPU offload)
-  std::unordered_set<std::string> hostState; // state in host memory
+  std::unordered_set<std::string> hostState; // state in host memory (plan's)
   int64_t live = 0, peak = 0, startLive = 0, instructionPeak = 0;
   std::vector<int64_t> after, during;
   std::vector<double> profile;
