@@ -75,8 +75,9 @@ struct Optimizer : fsdp::impl::OptimizerBase<Optimizer> {
   Value firstStep;
   // With a schedule: this step's learning rate and its negation (f64).
   Value lrValue, negLr;
-  // With clipping: the gradients' total norm.
-  Value totalNorm;
+  // With clipping: the gradients' total norm, and (CPU offload) the
+  // coefficient's copy on the host.
+  Value totalNorm, hostCoef;
 };
 
 LogicalResult Optimizer::checkOptions(ModuleOp module) {
@@ -354,10 +355,6 @@ LogicalResult Optimizer::run(ModuleOp module) {
   offloaded = llvm::any_of(module.getOps<FlatParamOp>(), [](FlatParamOp f) {
     return f->hasAttr(kHostAttr);
   });
-  if (offloaded && maxGradNorm > 0.0)
-    return module.emitError("gradient clipping (max-grad-norm) with CPU "
-                            "offload is not supported yet: the total norm "
-                            "would be reduced from host memory");
   // State symbols go after the model's own, before the function.
   OpBuilder symbolBuilder(func);
   symbols = &symbolBuilder;
@@ -431,7 +428,9 @@ LogicalResult Optimizer::run(ModuleOp module) {
           grad.getParamAttr(),
           CommGroupAttr::get(module.getContext(), CommGroup::shard));
     // g.mul_(clip_coef_clamped)
-    Value g = coef ? b.mul(grad.getValue(), coef) : grad.getValue();
+    Value g = grad.getValue();
+    if (coef)
+      g = b.mul(g, flat && flat->hasAttr(kHostAttr) ? hostCoef : coef);
     if (optimizer == "sgd")
       sgd(b, grad, g, param);
     else
@@ -498,6 +497,10 @@ Value Optimizer::clipCoefficient(aten::ATenBuilder &b, ModuleOp module,
     // whole gradients' (counted once), ** 0.5.
     Value sq = b.call("aten::pow.Tensor_Scalar",
                       {normOfNorms(shardedNorms), b.f64(2.0)}, f32);
+    // CPU offload: the shards' gradients are on the host; their sum of
+    // squares is copied to the device, where the reduction runs.
+    if (offloaded)
+      sq = ToDeviceOp::create(ob, last.getLoc(), sq);
     auto groupSize = module->getAttrOfType<IntegerAttr>("fsdp.shard_group_size");
     if (groupSize && groupSize.getInt() > 1) {
       auto start = AllReduceStartOp::create(
@@ -515,7 +518,11 @@ Value Optimizer::clipCoefficient(aten::ATenBuilder &b, ModuleOp module,
   // reciprocal * float), clamped to 1.
   Value recip = b.unary("aten::reciprocal", b.addScalar(totalNorm, 1e-6));
   Value coef = b.mulScalar(recip, maxGradNorm);
-  return b.call("aten::clamp", {coef, b.none(), b.f64(1.0)}, f32);
+  coef = b.call("aten::clamp", {coef, b.none(), b.f64(1.0)}, f32);
+  // The host's gradients are multiplied by a host copy.
+  if (offloaded)
+    hostCoef = ToHostOp::create(ob, last.getLoc(), coef);
+  return coef;
 }
 
 } // namespace

@@ -7,8 +7,20 @@
 // RUN: fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-auto-wrap{policy=modules wrap-module=a},fsdp-shard{world-size=2 offload-params=true},fsdp-optimizer{optimizer=adamw lr=0.1},fsdp-prefetch{backward-prefetch=BACKWARD_PRE forward-prefetch=true},fsdp-limit-all-gathers,fsdp-limit-reductions,fsdp-apply-schedule,fsdp-verify-plan)' | FileCheck %s
 // RUN: not fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-shard{world-size=2 sharding-strategy=OSS offload-params=true})' 2>&1 | FileCheck %s --check-prefix=OSS
 // OSS: error: CPU offload applies to FSDP's strategies, not OSS (its parameters are whole on every rank)
-// RUN: not fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-shard{world-size=2 offload-params=true},fsdp-optimizer{optimizer=sgd lr=0.1 max-grad-norm=1.0})' 2>&1 | FileCheck %s --check-prefix=CLIP
-// CLIP: error: gradient clipping (max-grad-norm) with CPU offload is not supported yet: the total norm would be reduced from host memory
+// Clipping: the shards' sum of squares is computed on the host, copied to
+// the device for its all-reduce, and the coefficient copied back to the
+// host, where it scales the gradient shards.
+// RUN: fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-shard{world-size=2 offload-params=true},fsdp-optimizer{optimizer=sgd lr=0.1 max-grad-norm=1.0},fsdp-verify-plan)' | FileCheck %s --check-prefix=CLIP
+// CLIP:      %[[G:.*]] = fsdp.to_host %{{.*}} : tensor<{{[0-9]+}}xf32>
+// CLIP:      %[[N:.*]] = aten.call "aten::linalg_vector_norm"(%[[G]]
+// CLIP:      %[[SQ:.*]] = aten.call "aten::pow.Tensor_Scalar"
+// CLIP-NEXT: %[[D:.*]] = fsdp.to_device %[[SQ]] : tensor<f32>
+// CLIP-NEXT: %[[F:.*]] = fsdp.all_reduce.start %[[D]] group shard reduce sum
+// CLIP-NEXT: %[[T:.*]] = fsdp.wait %[[F]]
+// CLIP-NEXT: %[[NORM:.*]] = aten.call "aten::pow.Tensor_Scalar"(%[[T]]
+// CLIP:      %[[COEF:.*]] = aten.call "aten::clamp"
+// CLIP-NEXT: %[[H:.*]] = fsdp.to_host %[[COEF]] : tensor<f32>
+// CLIP:      aten.call "aten::mul.Tensor"(%[[G]], %[[H]])
 
 module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.linear.Linear"], ["head", "torch.nn.modules.linear.Linear"]]} {
   fsdp.param @a.weight : tensor<4x3xf32> in "a" : "torch.nn.modules.linear.Linear"

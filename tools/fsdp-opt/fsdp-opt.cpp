@@ -441,9 +441,6 @@ static LogicalResult resolveFSDPSettings() {
   if (s.offloadParams && (s.sharding == "OSS" || s.sharding == "SHARDED_DDP"))
     return error("--offload-params applies to FSDP's strategies, not " +
                  s.sharding + " (its parameters are whole on every rank)");
-  if (s.offloadParams && maxGradNormFlag > 0.0)
-    return error("--max-grad-norm with --offload-params is not supported "
-                 "yet (the total norm would be reduced from host memory)");
   if (s.worldSize < 1)
     return error("--world-size must be at least 1, found " +
                  llvm::Twine(s.worldSize));
