@@ -266,12 +266,31 @@ void Shard::reduceGradients(Unit &unit) {
   // Mixed precision: reduced in the reduce dtype, then (once waited) cast
   // to the flat parameter's own type, as FSDP casts the reduced shard.
   flatGrad = b.cast(flatGrad, reduceType(flatGrad));
+  // 16-bit gradients: the mean is a division before the sum and one after,
+  // as FSDP divides them (its gradient pre- and post-divide factors), so
+  // that neither the sum overflows nor the quotient underflows (what a
+  // gradient scaler's large scale needs); f32 reduces to the mean.
+  double pre = 1.0, post = 1.0;
+  bool divides = cast<ShapedType>(flatGrad.getType()).getElementType()
+                     .getIntOrFloatBitWidth() == 16;
+  if (divides) {
+    int64_t factor = 1;
+    while (worldSize % factor == 0 && worldSize / factor > factor)
+      factor *= 2;
+    pre = double(factor);
+    post = double(worldSize) / pre;
+    if (pre > 1.0)
+      flatGrad = b.divScalar(flatGrad, pre);
+  }
   Type stored = unit.flat.getElementType();
   bool offload = offloadParams;
   // CPU offload: the reduced (and cast) shard is copied to the host, where
   // the optimizer runs.
-  auto toStored = [loc, stored, offload](OpBuilder &end, Value g) {
-    g = aten::ATenBuilder(end, loc).cast(g, stored);
+  auto toStored = [loc, stored, offload, post](OpBuilder &end, Value g) {
+    aten::ATenBuilder b(end, loc);
+    if (post > 1.0)
+      g = b.divScalar(g, post);
+    g = b.cast(g, stored);
     return offload ? Value(ToHostOp::create(end, loc, g)) : g;
   };
 
@@ -279,7 +298,7 @@ void Shard::reduceGradients(Unit &unit) {
   auto ref = FlatSymbolRefAttr::get(unit.flat.getSymNameAttr());
   auto shardType = unit.flat.getShardType().clone(
       cast<ShapedType>(flatGrad.getType()).getElementType());
-  auto mean = ReduceOpAttr::get(ctx, ReduceOp::mean);
+  auto mean = ReduceOpAttr::get(ctx, divides ? ReduceOp::sum : ReduceOp::mean);
   if (strategy == Strategy::NO_SHARD) {
     auto start = AllReduceStartOp::create(
         builder, loc, FutureType::get(ctx, shardType), flatGrad,

@@ -469,13 +469,18 @@ private:
     std::vector<at::Tensor> buffers;
   };
 
-  /// The sum (or mean) of the `n` equal chunks of `received`, in order.
+  /// The sum of the `n` equal chunks of `received` (a buffer of our own),
+  /// in order; for the mean each chunk is divided by `n` first, as NCCL's
+  /// ncclAvg (FSDP2's ReduceOp.AVG) scales each contribution before the
+  /// sum: a sum that would overflow where the mean does not cannot.
   static at::Tensor sumChunks(const at::Tensor &received, int n, bool mean) {
+    if (mean)
+      received.div_(n);
     std::vector<at::Tensor> chunks = received.chunk(n);
     at::Tensor sum = chunks[0].clone();
     for (int i = 1; i < n; ++i)
       sum.add_(chunks[i]);
-    return mean ? sum.div_(n) : sum;
+    return sum;
   }
 
   c10::intrusive_ptr<c10d::ProcessGroupGloo> &pg(CommGroup group) {
