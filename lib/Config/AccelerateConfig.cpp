@@ -120,7 +120,6 @@ private:
   llvm::Error readScalar(const Entry &entry, std::string &value) const;
   llvm::Error readList(const Entry &entry) const;
   /// A boolean that may only be false; `why` says why true is not supported.
-  llvm::Error readFalse(const Entry &entry, const llvm::Twine &why) const;
   /// One of `values` (in the order an error lists them), of which only
   /// `supported` works; `why` says why the others do not.
   llvm::Error readChoice(const Entry &entry,
@@ -227,16 +226,6 @@ llvm::Error Reader::readScalar(const Entry &entry, std::string &value) const {
 llvm::Error Reader::readList(const Entry &entry) const {
   if (!entry.value.IsSequence())
     return error(entry, "expected a list, found " + describe(entry.value));
-  return llvm::Error::success();
-}
-
-llvm::Error Reader::readFalse(const Entry &entry,
-                              const llvm::Twine &why) const {
-  bool value = false;
-  if (llvm::Error err = readBool(entry, value))
-    return err;
-  if (value)
-    return notSupported(entry, "true", why);
   return llvm::Error::success();
 }
 
@@ -369,19 +358,24 @@ llvm::Error Reader::readTopEntry(const Entry &entry, AccelerateConfig &config) {
     std::string value;
     if (llvm::Error err = readScalar(entry, value))
       return err;
-    if (value == "bf16") {
+    // fp16 brings Accelerate's ShardedGradScaler (fsdp-opt's
+    // --grad-scaler, on with fp16).
+    if (value == "bf16" || value == "fp16") {
       config.mixedPrecision = value;
       return llvm::Error::success();
     }
     return readChoice(entry, {"no", "fp16", "bf16", "fp8"}, "no",
-                      value == "fp16"
-                          ? "fp16 needs loss scaling, which is not there yet; "
-                            "bf16 trains without it"
-                          : "bf16 or no");
+                      "bf16, fp16 or no");
   }
   // The older spelling of mixed_precision: fp16.
-  if (key == "fp16")
-    return readFalse(entry, "fp32 plans only");
+  if (key == "fp16") {
+    bool value = false;
+    if (llvm::Error err = readBool(entry, value))
+      return err;
+    if (value)
+      config.mixedPrecision = "fp16";
+    return llvm::Error::success();
+  }
 
   // Settings of other kinds of run, fine while they turn nothing on.
   if (key == "deepspeed_config")

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/Analysis/StepAnalysis.h"
 #include "fsdp/Dialect/ATen/IR/ATenBuilder.h"
 #include "fsdp/Transforms/Passes.h"
 #include "fsdp/runtime/PlanSchema.h"
@@ -26,6 +27,8 @@ using namespace fsdp;
 
 namespace {
 
+StringRef toRef(std::string_view name) { return {name.data(), name.size()}; }
+
 struct Optimizer : fsdp::impl::OptimizerBase<Optimizer> {
   using Base::Base;
 
@@ -37,9 +40,16 @@ struct Optimizer : fsdp::impl::OptimizerBase<Optimizer> {
   LogicalResult run(ModuleOp module);
   LogicalResult checkOptions(ModuleOp module);
 
-  /// Declares optimizer state `name` (zero at the start).
+  /// Declares optimizer state `name` (zero at the start); `device`: on
+  /// the device even under CPU offload (the gradient scaler's).
   FlatSymbolRefAttr declareState(StringRef name, RankedTensorType type,
-                                 FlatSymbolRefAttr param);
+                                 FlatSymbolRefAttr param, bool device = false);
+  /// Writes optimizer state (a parameter, its state, a step count): the
+  /// updates a gradient scaler skips.
+  void write(OpBuilder &b, Location loc, FlatSymbolRefAttr name,
+             Value value) {
+    updates.push_back(UpdateOp::create(b, loc, name, value));
+  }
   Value read(OpBuilder &b, Location loc, FlatSymbolRefAttr name,
              RankedTensorType type) {
     return GetOp::create(b, loc, type, name);
@@ -47,7 +57,7 @@ struct Optimizer : fsdp::impl::OptimizerBase<Optimizer> {
 
   /// The parameter's new value: a replicated flat parameter's updated
   /// shards are gathered back into the whole that every rank holds.
-  void updateParam(OpBuilder &b, GradOp grad, Value updated);
+  void updateParam(OpBuilder &b, GradOp grad, Value updated, Value old);
   /// The update of `grad`'s parameter from gradient `g` (the fsdp.grad's
   /// value, clipped where the gradients are).
   void sgd(aten::ATenBuilder &b, GradOp grad, Value g, Value param);
@@ -65,6 +75,25 @@ struct Optimizer : fsdp::impl::OptimizerBase<Optimizer> {
   /// Adam's per-step scalars, computed once before the first update.
   void adamStep(aten::ATenBuilder &b, Value step);
   bool isAdam() const { return optimizer == "adam" || optimizer == "adamw"; }
+
+  // Dynamic loss scaling (grad-scaler), as ShardedGradScaler does it.
+  /// Multiplies the backward's seed by the scale (`scale`, `invScale`).
+  LogicalResult scaleSeed(func::FuncOp func);
+  /// Checks `grad` for inf/NaN (counted in `foundHost`/`foundDevice`) and
+  /// multiplies it by the scale's reciprocal, before the update reads it.
+  void unscale(aten::ATenBuilder &b, GradOp grad);
+  /// Whether any rank found an inf/NaN (`skip`, and `hostSkip`), built
+  /// before `last`.
+  void decideSkip(aten::ATenBuilder &b, ModuleOp module);
+  /// Every optimizer update keeps the old value where the step skips.
+  void gateUpdates(Operation *after);
+  /// The next step's scale and growth tracker.
+  void updateScale(aten::ATenBuilder &b);
+  /// `v` (on the device) copied to the host once, right after it.
+  Value onHost(Value v);
+  Value scale, invScale, foundHost, foundDevice, skip, hostSkip;
+  SmallVector<UpdateOp> updates;
+  llvm::DenseMap<Value, Value> hostCopies;
 
   bool offloaded = false; // CPU offload: some flat parameter is on the host
   OpBuilder *symbols = nullptr; // where state symbols are declared
@@ -128,32 +157,58 @@ LogicalResult Optimizer::checkOptions(ModuleOp module) {
   if (!(beta2 >= 0.0 && beta2 < 1.0))
     return module.emitError("invalid beta2 (beta parameter at index 1): ")
            << beta2;
+  // GradScaler's own checks.
+  if (gradScaler) {
+    if (!(initScale > 0.0) || std::isinf(initScale))
+      return module.emitError("invalid init-scale: ")
+             << initScale << " (the gradient scaler's first scale: positive "
+                             "and finite)";
+    if (!(growthFactor > 1.0))
+      return module.emitError("invalid growth-factor: ")
+             << growthFactor << " (the growth factor must be > 1.0)";
+    if (!(backoffFactor > 0.0 && backoffFactor < 1.0))
+      return module.emitError("invalid backoff-factor: ")
+             << backoffFactor << " (the backoff factor must be in (0, 1))";
+    if (growthInterval < 1)
+      return module.emitError("invalid growth-interval: ")
+             << growthInterval.getValue()
+             << " (the good steps before the scale grows: at least 1)";
+  }
   return success();
 }
 
 FlatSymbolRefAttr Optimizer::declareState(StringRef name,
                                           RankedTensorType type,
-                                          FlatSymbolRefAttr param) {
+                                          FlatSymbolRefAttr param,
+                                          bool device) {
   auto state = OptimStateOp::create(*symbols, symbols->getUnknownLoc(), name,
                                     type, param);
   // CPU offload: a host parameter's state lives on the host too, and so
   // does the step count when any parameter is offloaded.
   bool host = param ? symbolTable->lookup(param.getValue())->hasAttr(kHostAttr)
-                    : offloaded;
+                    : offloaded && !device;
   if (host)
     state->setAttr(kHostAttr, symbols->getUnitAttr());
   return FlatSymbolRefAttr::get(symbols->getContext(), name);
 }
 
-void Optimizer::updateParam(OpBuilder &b, GradOp grad, Value updated) {
+void Optimizer::updateParam(OpBuilder &b, GradOp grad, Value updated,
+                            Value old) {
   Location loc = grad.getLoc();
   auto flat = symbolTable->lookup<FlatParamOp>(grad.getParam());
   if (!flat || !flat.getReplicated()) {
-    UpdateOp::create(b, loc, grad.getParamAttr(), updated);
+    write(b, loc, grad.getParamAttr(), updated);
     return;
   }
   MLIRContext *ctx = b.getContext();
   auto fullType = flat.getFullType();
+  // A gradient scaler's skip keeps the old shard, which the gather then
+  // hands back whole.
+  if (skip)
+    updated = aten::ATenBuilder(b, loc).call(
+        "aten::where.self", {flat->hasAttr(kHostAttr) ? hostSkip : skip, old,
+                             updated},
+        updated.getType());
   auto start = AllGatherStartOp::create(
       b, loc, FutureType::get(ctx, fullType), updated, grad.getParamAttr(),
       CommGroupAttr::get(ctx, CommGroup::shard));
@@ -186,22 +241,23 @@ void Optimizer::sgd(aten::ATenBuilder &b, GradOp grad, Value g,
       // The first step's buffer is a copy of d_p, undampened.
       buf = b.call("aten::where.self", {firstStep, dp, buf}, type);
     }
-    UpdateOp::create(ob, loc, name, buf);
+    write(ob, loc, name, buf);
     dp = nesterov ? b.add(dp, buf, momentum) : buf;
   }
   // param.add_(d_p, alpha=-lr)
   Value updated =
       negLr ? b.add(param, b.mul(dp, negLr)) : b.add(param, dp, -lr);
-  updateParam(ob, grad, updated);
+  updateParam(ob, grad, updated, param);
 }
 
 Value Optimizer::stepCount(aten::ATenBuilder &b) {
   OpBuilder &ob = b.builder();
   Location loc = b.getLoc();
   auto f64 = RankedTensorType::get({}, ob.getF64Type());
-  auto name = declareState("optim:step", f64, FlatSymbolRefAttr());
+  auto name = declareState(toRef(plan::kStateStepCount), f64,
+                           FlatSymbolRefAttr());
   Value step = b.addScalar(read(ob, loc, name, f64), 1.0);
-  UpdateOp::create(ob, loc, name, step);
+  write(ob, loc, name, step);
   return step;
 }
 
@@ -298,7 +354,7 @@ void Optimizer::adam(aten::ATenBuilder &b, GradOp grad, Value g,
     auto maxName =
         declareState((p + ":max_exp_avg_sq").str(), type, grad.getParamAttr());
     second = b.call("aten::maximum", {read(ob, loc, maxName, type), sq}, type);
-    UpdateOp::create(ob, loc, maxName, second);
+    write(ob, loc, maxName, second);
   }
   // denom = (exp_avg_sq.sqrt() / sqrt(bias2)).add_(eps)
   Value denom = b.callInPlace("aten::div_.Tensor",
@@ -311,9 +367,9 @@ void Optimizer::adam(aten::ATenBuilder &b, GradOp grad, Value g,
   Value updated = decays ? b.callInPlace("aten::add_.Tensor",
                                          {decayed, update, b.i64(1)})
                          : b.add(decayed, update);
-  updateParam(ob, grad, updated);
-  UpdateOp::create(ob, loc, avgName, avg);
-  UpdateOp::create(ob, loc, sqName, sq);
+  updateParam(ob, grad, updated, param);
+  write(ob, loc, avgName, avg);
+  write(ob, loc, sqName, sq);
 }
 
 LogicalResult Optimizer::run(ModuleOp module) {
@@ -343,6 +399,17 @@ LogicalResult Optimizer::run(ModuleOp module) {
           attrs.getNamedAttr("nesterov", attrs.getBoolAttr(nesterov)));
     }
     module->setAttr(kOptimizerAttr, attrs.getDictionaryAttr(group));
+    if (gradScaler)
+      module->setAttr(
+          kGradScalerAttr,
+          attrs.getDictionaryAttr(
+              {attrs.getNamedAttr("init_scale", attrs.getF64FloatAttr(initScale)),
+               attrs.getNamedAttr("growth_factor",
+                                  attrs.getF64FloatAttr(growthFactor)),
+               attrs.getNamedAttr("backoff_factor",
+                                  attrs.getF64FloatAttr(backoffFactor)),
+               attrs.getNamedAttr("growth_interval",
+                                  attrs.getI64IntegerAttr(growthInterval))}));
   }
   auto func = module.lookupSymbol<func::FuncOp>("train_step");
   if (!func)
@@ -391,12 +458,35 @@ LogicalResult Optimizer::run(ModuleOp module) {
 
   OpBuilder builder(gradOps.front());
   aten::ATenBuilder b(builder, gradOps.front().getLoc());
+  // Dynamic loss scaling: every gradient is computed scaled, checked and
+  // unscaled where it is complete.
+  if (gradScaler) {
+    if (failed(scaleSeed(func)))
+      return failure();
+    for (GradOp grad : gradOps) {
+      builder.setInsertionPoint(grad);
+      b.setLoc(grad.getLoc());
+      unscale(b, grad);
+    }
+    builder.setInsertionPoint(gradOps.front());
+    b.setLoc(gradOps.front().getLoc());
+  }
   bool dampened = optimizer == "sgd" && momentum != 0.0 && dampening != 0.0;
   Value step;
   if (isAdam() || dampened || !lrSchedule.empty())
     step = stepCount(b);
   if (!lrSchedule.empty()) {
-    lrValue = scheduledLr(b, step);
+    // A gradient scaler skips updates (and their step count) where
+    // LambdaLR steps every step: the schedule counts steps of its own.
+    Value scheduleStep = step;
+    if (gradScaler) {
+      auto f64 = RankedTensorType::get({}, builder.getF64Type());
+      auto name = declareState(toRef(plan::kStateScheduleStep), f64,
+                               FlatSymbolRefAttr());
+      scheduleStep = b.addScalar(read(builder, b.getLoc(), name, f64), 1.0);
+      UpdateOp::create(builder, b.getLoc(), name, scheduleStep);
+    }
+    lrValue = scheduledLr(b, scheduleStep);
     negLr = b.neg(lrValue);
   }
   if (isAdam())
@@ -407,11 +497,16 @@ LogicalResult Optimizer::run(ModuleOp module) {
         RankedTensorType::get({}, IntegerType::get(module.getContext(), 1)));
   // Clipping: every update waits for the total norm, after the last
   // gradient.
+  if (gradScaler) {
+    builder.setInsertionPoint(gradOps.back());
+    b.setLoc(gradOps.back().getLoc());
+    decideSkip(b, module);
+  }
   Value coef;
   if (maxGradNorm > 0.0)
     coef = clipCoefficient(b, module, gradOps, gradOps.back());
   for (GradOp grad : gradOps) {
-    builder.setInsertionPoint(coef ? gradOps.back() : grad);
+    builder.setInsertionPoint(coef || gradScaler ? gradOps.back() : grad);
     b.setLoc(grad.getLoc());
     Value param = current.lookup(grad.getParamAttr().getAttr());
     auto flat = table.lookup<FlatParamOp>(grad.getParam());
@@ -436,12 +531,22 @@ LogicalResult Optimizer::run(ModuleOp module) {
     else
       adam(b, grad, g, param);
   }
+  Value skipped;
+  if (gradScaler) {
+    builder.setInsertionPoint(gradOps.back());
+    b.setLoc(gradOps.back().getLoc());
+    updateScale(b);
+    gateUpdates(gradOps.back());
+    skipped = b.cast(skip, builder.getF32Type());
+  }
   for (GradOp grad : gradOps)
     grad.erase();
-  // The step's learning rate and gradient norm are outputs the runtime
-  // reports as `lr` and `grad_norm`.
+  // The step's learning rate, gradient norm, loss scale and skip are
+  // outputs the runtime reports as `lr`, `grad_norm`, `scale`, `skipped`.
   for (auto [value, name] : {std::pair(lrValue, plan::kMetricLr),
-                             std::pair(totalNorm, plan::kMetricGradNorm)}) {
+                             std::pair(totalNorm, plan::kMetricGradNorm),
+                             std::pair(scale, plan::kMetricScale),
+                             std::pair(skipped, plan::kMetricSkipped)}) {
     if (!value)
       continue;
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
@@ -523,6 +628,155 @@ Value Optimizer::clipCoefficient(aten::ATenBuilder &b, ModuleOp module,
   if (offloaded)
     hostCoef = ToHostOp::create(ob, last.getLoc(), coef);
   return coef;
+}
+
+Value Optimizer::onHost(Value v) {
+  Value &copy = hostCopies[v];
+  if (!copy) {
+    OpBuilder b(v.getContext());
+    b.setInsertionPointAfterValue(v);
+    copy = ToHostOp::create(b, v.getLoc(), v);
+  }
+  return copy;
+}
+
+LogicalResult Optimizer::scaleSeed(func::FuncOp func) {
+  // One seed per micro-batch (fsdp-grad-accum copies it).
+  SmallVector<Operation *> seeds;
+  for (Operation &op : func.getBody().front())
+    if (op.hasAttr(kBackwardStartAttr) && op.getNumResults() == 1)
+      seeds.push_back(&op);
+  if (seeds.empty())
+    return func.emitOpError("has no backward seed (an op marked ")
+           << kBackwardStartAttr
+           << ") for the gradient scaler to scale: run fsdp-autodiff first";
+  MLIRContext *ctx = func.getContext();
+  auto f32 = RankedTensorType::get({}, Float32Type::get(ctx));
+  auto f64 = RankedTensorType::get({}, Float64Type::get(ctx));
+  auto i1 = RankedTensorType::get({}, IntegerType::get(ctx, 1));
+  // The scale lives on the device: the backward's seed is there.
+  auto name = declareState(toRef(plan::kStateScale), f32, FlatSymbolRefAttr(),
+                           /*device=*/true);
+  OpBuilder ob(ctx);
+  ob.setInsertionPointAfter(seeds.front());
+  aten::ATenBuilder b(ob, seeds.front()->getLoc());
+  // The state starts at zero, which stands for init-scale.
+  Value stored = read(ob, b.getLoc(), name, f32);
+  Value unset = b.call("aten::eq.Scalar", {stored, b.f64(0.0)}, i1);
+  scale = b.call("aten::where.self", {unset, b.splat(f32, initScale), stored},
+                 f32);
+  // GradScaler: inv_scale = scale.double().reciprocal().float().
+  invScale = b.cast(b.call("aten::reciprocal", {b.cast(scale, f64.getElementType())},
+                           f64),
+                    f32.getElementType());
+  // scaler.scale(loss).backward(): the seed times the scale.
+  for (Operation *seed : seeds) {
+    Value seedValue = seed->getResult(0);
+    if (seed != seeds.front())
+      ob.setInsertionPointAfter(seed);
+    b.setLoc(seed->getLoc());
+    Type elem = aten::ATenBuilder::typeOf(seedValue).getElementType();
+    Value factor = elem == f32.getElementType() ? scale : b.cast(scale, elem);
+    Value scaled = b.mul(seedValue, factor);
+    seedValue.replaceAllUsesExcept(scaled, scaled.getDefiningOp());
+  }
+  return success();
+}
+
+void Optimizer::unscale(aten::ATenBuilder &b, GradOp grad) {
+  auto flat = symbolTable->lookup<FlatParamOp>(grad.getParam());
+  bool host = flat && flat->hasAttr(kHostAttr);
+  Value g = grad.getValue();
+  MLIRContext *ctx = g.getContext();
+  auto i1 = RankedTensorType::get({}, IntegerType::get(ctx, 1));
+  auto type = aten::ATenBuilder::typeOf(g);
+  // found_inf: some element is inf or NaN (checked before the multiply, as
+  // _amp_foreach_non_finite_check_and_unscale_ does).
+  Value finite = b.call("aten::isfinite", {g},
+                        RankedTensorType::get(type.getShape(),
+                                              IntegerType::get(ctx, 1)));
+  Value bad = b.call("aten::logical_not", {b.call("aten::all", {finite}, i1)},
+                     i1);
+  Value count = b.cast(bad, Float32Type::get(ctx));
+  Value &found = host ? foundHost : foundDevice;
+  found = found ? b.add(found, count) : count;
+  // grad *= inv_scale
+  grad.getValueMutable().assign(b.mul(g, host ? onHost(invScale) : invScale));
+}
+
+void Optimizer::decideSkip(aten::ATenBuilder &b, ModuleOp module) {
+  OpBuilder &ob = b.builder();
+  MLIRContext *ctx = module.getContext();
+  auto f32 = RankedTensorType::get({}, Float32Type::get(ctx));
+  auto i1 = RankedTensorType::get({}, IntegerType::get(ctx, 1));
+  // The host's count joins the device's, where the all-reduce runs.
+  Value found = foundDevice;
+  if (foundHost) {
+    Value copied = ToDeviceOp::create(ob, b.getLoc(), foundHost);
+    found = found ? b.add(found, copied) : copied;
+  }
+  // ShardedGradScaler: found_inf summed over every rank, so that all skip
+  // together.
+  auto world = module->getAttrOfType<IntegerAttr>("fsdp.world_size");
+  if (world && world.getInt() > 1) {
+    auto start = AllReduceStartOp::create(
+        ob, b.getLoc(), FutureType::get(ctx, f32), found,
+        CommGroupAttr::get(ctx, CommGroup::world),
+        ReduceOpAttr::get(ctx, ReduceOp::sum));
+    found = WaitOp::create(ob, b.getLoc(), f32, start.getResult());
+  }
+  skip = b.call("aten::ge.Scalar", {found, b.f64(1.0)}, i1);
+  if (offloaded)
+    hostSkip = ToHostOp::create(ob, b.getLoc(), skip);
+}
+
+void Optimizer::updateScale(aten::ATenBuilder &b) {
+  OpBuilder &ob = b.builder();
+  Location loc = b.getLoc();
+  MLIRContext *ctx = ob.getContext();
+  auto f32 = RankedTensorType::get({}, Float32Type::get(ctx));
+  auto i32 = RankedTensorType::get({}, IntegerType::get(ctx, 32));
+  auto i1 = RankedTensorType::get({}, IntegerType::get(ctx, 1));
+  auto trackerName = declareState(toRef(plan::kStateGrowthTracker), i32,
+                                  FlatSymbolRefAttr(), /*device=*/true);
+  auto scaleName = FlatSymbolRefAttr::get(ctx, toRef(plan::kStateScale));
+  // _amp_update_scale_: after an inf/NaN, scale * backoff and the tracker
+  // reset; else the tracker counts the good step, and at growth_interval
+  // the scale grows (where the product is finite) and the tracker resets.
+  Value tracker = read(ob, loc, trackerName, i32);
+  Value backedOff = b.mulScalar(scale, backoffFactor);
+  Value good = b.call("aten::add.Scalar", {tracker, b.i64(1), b.i64(1)}, i32);
+  Value grows = b.call("aten::eq.Scalar", {good, b.i64(growthInterval)}, i1);
+  Value grown = b.mulScalar(scale, growthFactor);
+  Value finite = b.call("aten::isfinite", {grown}, i1);
+  grown = b.call("aten::where.self", {finite, grown, scale}, f32);
+  Value kept = b.call("aten::where.self", {grows, grown, scale}, f32);
+  Value zero = b.splat(i32, 0.0);
+  Value counted = b.call("aten::where.self", {grows, zero, good}, i32);
+  UpdateOp::create(ob, loc, scaleName,
+                   b.call("aten::where.self", {skip, backedOff, kept}, f32));
+  UpdateOp::create(ob, loc, trackerName,
+                   b.call("aten::where.self", {skip, zero, counted}, i32));
+}
+
+void Optimizer::gateUpdates(Operation *before) {
+  // The updates built before the decision (the step count) move after it;
+  // each keeps the state's old value where the step skips.
+  Operation *decided = skip.getDefiningOp();
+  if (hostSkip)
+    decided = hostSkip.getDefiningOp();
+  for (UpdateOp u : updates) {
+    if (u->isBeforeInBlock(decided))
+      u->moveBefore(before);
+    OpBuilder ob(u);
+    aten::ATenBuilder b(ob, u.getLoc());
+    Value value = u.getValue();
+    Value old = GetOp::create(ob, u.getLoc(), value.getType(), u.getNameAttr());
+    bool host = isHostState(u, u.getNameAttr());
+    u.getValueMutable().assign(b.call("aten::where.self",
+                                      {host ? hostSkip : skip, old, value},
+                                      value.getType()));
+  }
 }
 
 } // namespace

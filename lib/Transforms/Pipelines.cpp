@@ -53,6 +53,11 @@ void addOptimizer(OpPassManager &pm, const Options &options) {
   optimizer.beta1 = options.beta1;
   optimizer.beta2 = options.beta2;
   optimizer.eps = options.eps;
+  optimizer.gradScaler = options.gradScaler;
+  optimizer.initScale = options.initScale;
+  optimizer.growthFactor = options.growthFactor;
+  optimizer.backoffFactor = options.backoffFactor;
+  optimizer.growthInterval = options.growthInterval;
   pm.addPass(createOptimizer(optimizer));
 }
 

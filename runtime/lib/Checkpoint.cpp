@@ -78,8 +78,26 @@ std::string optimKind(const StateEntry &e) {
   return e.name.substr(e.param.size() + 1);
 }
 
+/// A step count: the optimizer's (updates taken) or the learning-rate
+/// schedule's (steps run).
 bool isStepCount(const StateEntry &e) {
-  return e.kind == StateKind::Optim && e.param.empty();
+  return e.kind == StateKind::Optim && e.param.empty() &&
+         (e.name == plan::kStateStepCount || e.name == plan::kStateScheduleStep);
+}
+
+/// The gradient scaler's scale or growth tracker.
+bool isScalerState(const StateEntry &e) {
+  return e.kind == StateKind::Optim && e.param.empty() &&
+         (e.name == plan::kStateScale || e.name == plan::kStateGrowthTracker);
+}
+
+/// The updates the optimizer has taken: its step count where the plan keeps
+/// one (a gradient scaler skips some), else the steps run.
+double optimizerSteps(const Plan &plan, const State &state, int64_t step) {
+  for (const StateEntry &e : plan.state)
+    if (e.kind == StateKind::Optim && e.name == plan::kStateStepCount)
+      return state.at(e.name).item<double>();
+  return static_cast<double>(step);
 }
 
 std::vector<char> readFile(const std::string &path) {
@@ -215,7 +233,7 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
       } else if (e.kind == StateKind::Buffer) {
         if (lead && e.persistent)
           add(e.name, e.aliases, state.at(e.name));
-      } else if (!isStepCount(e)) {
+      } else if (!isStepCount(e) && !isScalerState(e)) {
         const StateEntry *owner = entryNamed(plan, e.param);
         std::string kind = optimKind(e);
         if (owner && owner->kind == StateKind::FlatParam) {
@@ -243,10 +261,10 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
       bool adam = optimizer == "adam" || optimizer == "adamw";
       c10::impl::GenericDict stateDict(c10::StringType::get(),
                                        c10::AnyType::get());
+      const double taken = optimizerSteps(plan, state, step);
       for (auto &[fqn, entries] : optimState) {
         if (adam)
-          entries.insert(
-              "step", at::scalar_tensor(static_cast<double>(step), at::kFloat));
+          entries.insert("step", at::scalar_tensor(taken, at::kFloat));
         stateDict.insert(fqn, entries);
       }
       c10::impl::GenericDict group(c10::StringType::get(), c10::AnyType::get());
@@ -278,6 +296,27 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
                 torch::pickle_save(optim));
       writeFileAtomically((fs::path(tmp) / "rng.pt").string(),
                 torch::pickle_save(generatorState()));
+      // GradScaler.state_dict(): the scale (the state's zero stands for the
+      // initial scale) and the good steps since it last changed.
+      if (plan.gradScaler.is_object()) {
+        const json &settings = plan.gradScaler;
+        double scale = state.at(std::string(plan::kStateScale)).item<double>();
+        if (scale == 0.0)
+          scale = settings.at("init_scale").get<double>();
+        c10::impl::GenericDict scaler(c10::StringType::get(),
+                                      c10::AnyType::get());
+        scaler.insert("scale", scale);
+        scaler.insert("growth_factor", settings.at("growth_factor").get<double>());
+        scaler.insert("backoff_factor",
+                      settings.at("backoff_factor").get<double>());
+        scaler.insert("growth_interval",
+                      settings.at("growth_interval").get<int64_t>());
+        scaler.insert(
+            "_growth_tracker",
+            state.at(std::string(plan::kStateGrowthTracker)).item<int64_t>());
+        writeFileAtomically((fs::path(tmp) / "scaler.pt").string(),
+                            torch::pickle_save(scaler));
+      }
     }
   }
   // Every file is on disk before the checkpoint is complete.
@@ -291,6 +330,8 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
               {"shard_group_size", plan.shardGroupSize},
               {"sharding", plan.sharding},
               {"micro_batches", plan.microBatches},
+              {"optimizer_steps",
+               static_cast<int64_t>(optimizerSteps(plan, state, step))},
               {"optimizer", plan.optimizer},
               {"state", layoutOf(plan)}};
     std::string text = meta.dump(1) + "\n";
@@ -508,7 +549,33 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
       if (e.persistent) // others are not in a state dict: the model file's
         state[e.name] = tensorOf(e.name, e.aliases, e.type, "buffer").clone();
     } else if (isStepCount(e)) {
-      state[e.name] = at::full(e.type.shape, static_cast<double>(step),
+      // The optimizer's count is the updates it took (fewer than the steps
+      // where a gradient scaler skipped some).
+      double count = static_cast<double>(step);
+      if (e.name == plan::kStateStepCount && meta.contains("optimizer_steps"))
+        count = meta.at("optimizer_steps").get<double>();
+      state[e.name] = at::full(e.type.shape, count,
+                               at::TensorOptions().dtype(e.type.dtype));
+    } else if (isScalerState(e)) {
+      // GradScaler's state_dict; without one (written by a run without a
+      // scaler) the scaler starts afresh.
+      double value = 0.0;
+      if (fs::exists(fs::path(path) / "scaler.pt")) {
+        c10::IValue scaler = loadPickle((fs::path(path) / "scaler.pt").string());
+        const char *key =
+            e.name == plan::kStateScale ? "scale" : "_growth_tracker";
+        auto dict = scaler.isGenericDict()
+                        ? scaler.toGenericDict()
+                        : c10::impl::GenericDict(c10::StringType::get(),
+                                                 c10::AnyType::get());
+        auto it = dict.find(key);
+        if (it == dict.end() || !(it->value().isDouble() || it->value().isInt()))
+          throw Error(where + ": scaler.pt has no number '" + key +
+                      "' (GradScaler's state_dict format)");
+        value = it->value().isDouble() ? it->value().toDouble()
+                                       : static_cast<double>(it->value().toInt());
+      }
+      state[e.name] = at::full(e.type.shape, value,
                                at::TensorOptions().dtype(e.type.dtype));
     } else {
       const StateEntry *owner = entryNamed(plan, e.param);

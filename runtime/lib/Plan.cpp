@@ -444,6 +444,15 @@ Plan loadPlan(const std::string &path) {
         throw Error("plan '" + path + "': optimizer must be an object with "
                     "a name");
     }
+    if (j.contains("grad_scaler")) {
+      plan.gradScaler = j.at("grad_scaler");
+      for (const char *key :
+           {"init_scale", "growth_factor", "backoff_factor", "growth_interval"})
+        if (!plan.gradScaler.is_object() || !plan.gradScaler.contains(key) ||
+            !plan.gradScaler.at(key).is_number())
+          throw Error("plan '" + path + "': grad_scaler must be an object "
+                      "with a number '" + key + "'");
+    }
     if (j.contains("state_dict_type")) {
       plan.stateDictType = j.at("state_dict_type").get<std::string>();
       if (plan.stateDictType != "FULL_STATE_DICT" &&

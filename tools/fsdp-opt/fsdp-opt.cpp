@@ -26,6 +26,7 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/InitLLVM.h"
@@ -94,6 +95,30 @@ static llvm::cl::opt<double> maxGradNormFlag(
                    "this, as clip_grad_norm_ (0: no clipping); --metrics "
                    "reports grad_norm"),
     llvm::cl::init(0.0), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<bool> gradScalerFlag(
+    "grad-scaler",
+    llvm::cl::desc("Dynamic loss scaling, as ShardedGradScaler (Accelerate "
+                   "uses it with fp16): the loss is scaled, gradients "
+                   "unscaled and checked for inf/NaN, a step with one on any "
+                   "rank skipped everywhere and the scale backed off; on by "
+                   "default with fp16 mixed precision (--grad-scaler=false "
+                   "turns it off); --metrics reports scale and skipped"),
+    llvm::cl::init(false), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<double> initScaleFlag(
+    "init-scale", llvm::cl::desc("GradScaler's init_scale (default 65536)"),
+    llvm::cl::init(65536.0), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<double> growthFactorFlag(
+    "growth-factor",
+    llvm::cl::desc("GradScaler's growth_factor (default 2.0)"),
+    llvm::cl::init(2.0), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<double> backoffFactorFlag(
+    "backoff-factor",
+    llvm::cl::desc("GradScaler's backoff_factor (default 0.5)"),
+    llvm::cl::init(0.5), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<int64_t> growthIntervalFlag(
+    "growth-interval",
+    llvm::cl::desc("GradScaler's growth_interval (default 2000)"),
+    llvm::cl::init(2000), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<int64_t> gradAccumFlag(
     "grad-accum",
     llvm::cl::desc("Gradient accumulation: each optimizer step runs the "
@@ -213,26 +238,26 @@ static llvm::cl::opt<bool> activationCheckpointingFlag(
     llvm::cl::init(false), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<std::string> mixedPrecisionFlag(
     "mixed-precision",
-    llvm::cl::desc("Accelerate's mixed_precision: no, or bf16 (PyTorch FSDP's "
-                   "MixedPrecision with bf16 param, reduce and buffer "
-                   "dtypes); fp16 needs loss scaling, not there yet"),
-    llvm::cl::value_desc("no|bf16"), llvm::cl::cat(fsdpCategory));
+    llvm::cl::desc("Accelerate's mixed_precision: no, bf16 or fp16 (PyTorch "
+                   "FSDP's MixedPrecision with that param, reduce and buffer "
+                   "dtype; fp16 with the gradient scaler)"),
+    llvm::cl::value_desc("no|bf16|fp16"), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<std::string> paramDtypeFlag(
     "param-dtype",
     llvm::cl::desc("MixedPrecision.param_dtype: the dtype parameters are "
                    "gathered and computed in (sharded parameters and "
                    "optimizer state stay fp32); inputs are cast to it"),
-    llvm::cl::value_desc("bf16|fp32"), llvm::cl::cat(fsdpCategory));
+    llvm::cl::value_desc("bf16|fp16|fp32"), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<std::string> reduceDtypeFlag(
     "reduce-dtype",
     llvm::cl::desc("MixedPrecision.reduce_dtype: the dtype gradients are "
                    "reduced in (default: the param dtype)"),
-    llvm::cl::value_desc("bf16|fp32"), llvm::cl::cat(fsdpCategory));
+    llvm::cl::value_desc("bf16|fp16|fp32"), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<std::string> bufferDtypeFlag(
     "buffer-dtype",
     llvm::cl::desc("MixedPrecision.buffer_dtype: the dtype floating-point "
                    "buffers are read and updated in (default: fp32)"),
-    llvm::cl::value_desc("bf16|fp32"), llvm::cl::cat(fsdpCategory));
+    llvm::cl::value_desc("bf16|fp16|fp32"), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<bool> offloadParamsFlag(
     "offload-params",
     llvm::cl::desc("CPU offload (FSDP's CPUOffload(offload_params=True), "
@@ -317,6 +342,15 @@ static FSDPSettings fsdpSettings;
 
 static bool given(const llvm::cl::Option &o) { return o.getNumOccurrences() > 0; }
 
+/// Dynamic loss scaling: as asked, else with fp16 parameters (as
+/// Accelerate creates a ShardedGradScaler for fp16).
+static bool gradScalerOn() {
+  if (gradScalerFlag.getNumOccurrences())
+    return gradScalerFlag;
+  return fsdpSettings.enabled && fsdpSettings.paramDtype == "fp16";
+}
+
+
 static LogicalResult resolveFSDPSettings() {
   FSDPSettings &s = fsdpSettings;
   int64_t numMachines = 0;
@@ -393,7 +427,7 @@ static LogicalResult resolveFSDPSettings() {
     if (mixedPrecisionFlag != "no" && mixedPrecisionFlag != "bf16" &&
         mixedPrecisionFlag != "fp16")
       return error("--mixed-precision " + mixedPrecisionFlag +
-                   ": expected no or bf16");
+                   ": expected no, bf16 or fp16");
     std::string dtype = mixedPrecisionFlag == "no" ? std::string("fp32")
                                                    : std::string(mixedPrecisionFlag);
     s.paramDtype = s.reduceDtype = s.bufferDtype = dtype;
@@ -406,14 +440,9 @@ static LogicalResult resolveFSDPSettings() {
       continue;
     if (*flag != "bf16" && *flag != "fp16" && *flag != "fp32")
       return error("--" + flag->ArgStr + " " + *flag +
-                   ": expected bf16 or fp32");
+                   ": expected bf16, fp16 or fp32");
     *field = *flag;
   }
-  for (const std::string *dtype : {&s.paramDtype, &s.reduceDtype, &s.bufferDtype})
-    if (*dtype == "fp16")
-      return error("fp16 mixed precision is not supported yet: it needs "
-                   "dynamic loss scaling (ShardedGradScaler), which fsdp-opt "
-                   "does not have yet; bf16 trains without it");
   if (given(offloadParamsFlag))
     s.offloadParams = offloadParamsFlag;
   if (given(limitAllGathersFlag))
@@ -542,6 +571,14 @@ static void printFSDPSettings(llvm::raw_ostream &os) {
   os << "mixed-precision: param " << s.paramDtype << ", reduce "
      << (s.reduceDtype.empty() ? s.paramDtype : s.reduceDtype) << ", buffer "
      << s.bufferDtype << "\n";
+  os << "grad-scaler: ";
+  if (gradScalerOn())
+    os << "on (init-scale " << llvm::format("%g", double(initScaleFlag))
+       << ", growth-factor " << llvm::format("%g", double(growthFactorFlag))
+       << ", backoff-factor " << llvm::format("%g", double(backoffFactorFlag))
+       << ", growth-interval " << growthIntervalFlag << ")\n";
+  else
+    os << "off\n";
   os << "offload-params: " << (s.offloadParams ? "true" : "false") << "\n";
   os << "limit-all-gathers: " << s.limitAllGathers
      << (s.limitAllGathers == 0 ? " (no limit)" : "") << "\n";
@@ -575,7 +612,9 @@ static LogicalResult checkTrainFlags() {
          Flags{&optimizerFlag, &lrFlag, &weightDecayFlag, &momentumFlag,
                &nesterovFlag, &dampeningFlag, &maximizeFlag, &amsgradFlag,
                &lrScheduleFlag, &warmupStepsFlag, &totalStepsFlag,
-               &maxGradNormFlag, &gradAccumFlag, std::addressof(acClassFlag),
+               &maxGradNormFlag, &gradAccumFlag, &gradScalerFlag,
+               &initScaleFlag, &growthFactorFlag, &backoffFactorFlag,
+               &growthIntervalFlag, std::addressof(acClassFlag),
                std::addressof(acModuleFlag),
                &beta1Flag, &beta2Flag, &epsFlag, std::addressof(targetSpecs)})
       if (given(*o))
@@ -589,6 +628,14 @@ static LogicalResult checkTrainFlags() {
       optimizerFlag != "adamw")
     return error("unknown optimizer '" + optimizerFlag +
                  "': expected sgd, adam or adamw");
+  if (!gradScalerOn())
+    for (const llvm::cl::Option *o :
+         Flags{&initScaleFlag, &growthFactorFlag, &backoffFactorFlag,
+               &growthIntervalFlag})
+      if (given(*o))
+        return error("--" + o->ArgStr +
+                     " applies to the gradient scaler (--grad-scaler, on by "
+                     "default with fp16 mixed precision)");
   if (gradAccumFlag < 1)
     return error("--grad-accum must be at least 1 (the micro-batches of one "
                  "optimizer step), not " + llvm::Twine(gradAccumFlag));
@@ -640,6 +687,11 @@ static void setTrainOptions(Options &options) {
   options.beta1 = beta1Flag;
   options.beta2 = beta2Flag;
   options.eps = epsFlag;
+  options.gradScaler = gradScalerOn();
+  options.initScale = initScaleFlag;
+  options.growthFactor = growthFactorFlag;
+  options.backoffFactor = backoffFactorFlag;
+  options.growthInterval = growthIntervalFlag;
 }
 
 static void setFSDPOptions(fsdp::FSDPPipelineOptions &options) {
@@ -652,6 +704,8 @@ static void setFSDPOptions(fsdp::FSDPPipelineOptions &options) {
   // The plan's name for the reduce dtype; empty: the gradient's own.
   if (s.reduceDtype == "bf16")
     options.reduceDtype = "bf16";
+  else if (s.reduceDtype == "fp16")
+    options.reduceDtype = "f16";
   else if (s.reduceDtype == "fp32")
     options.reduceDtype = "f32";
   options.offloadParams = s.offloadParams;
@@ -738,10 +792,12 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
   }
   // Mixed precision: the importer types the step in the compute dtypes.
   if (fsdpSettings.enabled) {
-    if (fsdpSettings.paramDtype == "bf16")
-      options.paramDtype = "bf16";
-    if (fsdpSettings.bufferDtype == "bf16")
-      options.bufferDtype = "bf16";
+    // fsdp-opt's dtype names (MixedPrecision's) are the importer's but
+    // for fp16, which it calls f16.
+    for (auto [from, to] : {std::pair(&fsdpSettings.paramDtype, &options.paramDtype),
+                            std::pair(&fsdpSettings.bufferDtype, &options.bufferDtype)})
+      if (*from == "bf16" || *from == "fp16")
+        *to = *from == "fp16" ? "f16" : "bf16";
     if (!isTorchScript &&
         (!options.paramDtype.empty() || !options.bufferDtype.empty())) {
       llvm::errs() << "error: --param-dtype and --buffer-dtype apply when "

@@ -103,6 +103,22 @@ struct TrainStepOptionsBase : public mlir::PassPipelineOptions<Derived> {
                     llvm::cl::init(0.999)};
   Opt<double> eps{*this, "eps", llvm::cl::desc("Adam/AdamW epsilon"),
                   llvm::cl::init(1e-8)};
+  Opt<bool> gradScaler{*this, "grad-scaler",
+                       llvm::cl::desc("Dynamic loss scaling (ShardedGradScaler)"),
+                       llvm::cl::init(false)};
+  Opt<double> initScale{*this, "init-scale",
+                        llvm::cl::desc("The gradient scaler's initial scale"),
+                        llvm::cl::init(65536.0)};
+  Opt<double> growthFactor{*this, "growth-factor",
+                           llvm::cl::desc("The scale's growth factor"),
+                           llvm::cl::init(2.0)};
+  Opt<double> backoffFactor{*this, "backoff-factor",
+                            llvm::cl::desc("The scale's backoff factor"),
+                            llvm::cl::init(0.5)};
+  Opt<int64_t> growthInterval{
+      *this, "growth-interval",
+      llvm::cl::desc("Consecutive good steps before the scale grows"),
+      llvm::cl::init(2000)};
 };
 
 struct TrainStepPipelineOptions

@@ -149,6 +149,23 @@ def Optimizer : Pass<"fsdp-optimizer", "mlir::ModuleOp"> {
     then follows the last gradient. The step returns the total norm as an
     output named `grad_norm`.
 
+    With `grad-scaler`, dynamic loss scaling as PyTorch's
+    `ShardedGradScaler` does it (for fp16 mixed precision): the backward's
+    seed is multiplied by the scale (`scaler:scale`, f32; its zero start
+    stands for `init-scale`), so every gradient is computed scaled; each
+    gradient, in f32, is checked for inf/NaN and multiplied by the
+    scale's reciprocal (computed in f64, as `GradScaler` does) before
+    clipping; the count of gradients found non-finite is summed over every
+    rank (an all-reduce over the world); if any rank found one, every
+    update of the step (parameters, optimizer state, step count) keeps the
+    old value and the scale is multiplied by `backoff-factor`; otherwise
+    after `growth-interval` consecutive good steps (`scaler:growth_tracker`)
+    it is multiplied by `growth-factor` (where the product is finite). The
+    step returns the scale it used and whether it skipped the update, as
+    outputs named `scale` and `skipped`. With a learning-rate schedule the
+    schedule counts every step (`lr_scheduler:step`), as `LambdaLR` is
+    stepped whether or not the optimizer was.
+
     Optimizer state is declared as `fsdp.optim_state` symbols named
     `PARAM:momentum_buffer`, `PARAM:exp_avg`, `PARAM:exp_avg_sq`,
     `PARAM:max_exp_avg_sq`.
@@ -197,6 +214,16 @@ def Optimizer : Pass<"fsdp-optimizer", "mlir::ModuleOp"> {
     Option<"beta2", "beta2", "double", /*default=*/"0.999",
            "Adam/AdamW beta2">,
     Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam/AdamW epsilon">,
+    Option<"gradScaler", "grad-scaler", "bool", /*default=*/"false",
+           "Dynamic loss scaling (ShardedGradScaler)">,
+    Option<"initScale", "init-scale", "double", /*default=*/"65536.0",
+           "The gradient scaler's initial scale">,
+    Option<"growthFactor", "growth-factor", "double", /*default=*/"2.0",
+           "What the scale is multiplied by after growth-interval good steps">,
+    Option<"backoffFactor", "backoff-factor", "double", /*default=*/"0.5",
+           "What the scale is multiplied by after a step with inf/NaN">,
+    Option<"growthInterval", "growth-interval", "int64_t", /*default=*/"2000",
+           "Consecutive good steps before the scale grows">,
   ];
   let dependentDialects = ["::fsdp::aten::ATenDialect", "::fsdp::FSDPDialect"];
 }

@@ -553,10 +553,15 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
   if (auto type = module->getAttrOfType<StringAttr>(kStateDictTypeAttr))
     os << "  \"state_dict_type\": " << json::Value(type.getValue())
        << ",\n";
-  // The optimizer's torch.optim settings (for checkpoints in its format).
-  if (auto optim = module->getAttrOfType<DictionaryAttr>(kOptimizerAttr)) {
+  // The optimizer's torch.optim settings and the gradient scaler's (for
+  // checkpoints in their formats).
+  for (auto [attrName, key] : {std::pair(kOptimizerAttr, "optimizer"),
+                               std::pair(kGradScalerAttr, "grad_scaler")}) {
+    auto settings = module->getAttrOfType<DictionaryAttr>(attrName);
+    if (!settings)
+      continue;
     json::Object group;
-    for (NamedAttribute field : optim) {
+    for (NamedAttribute field : settings) {
       Attribute v = field.getValue();
       if (auto s = dyn_cast<StringAttr>(v))
         group[field.getName().getValue()] = s.getValue();
@@ -564,6 +569,8 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
         group[field.getName().getValue()] = f.getValueAsDouble();
       else if (auto b = dyn_cast<BoolAttr>(v))
         group[field.getName().getValue()] = b.getValue();
+      else if (auto i = dyn_cast<IntegerAttr>(v))
+        group[field.getName().getValue()] = i.getInt();
       else if (auto a = dyn_cast<DenseF64ArrayAttr>(v)) {
         json::Array values;
         for (double x : a.asArrayRef())
@@ -572,9 +579,9 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
       }
       else
         return module.emitError("unexpected value in ")
-               << kOptimizerAttr << ": " << v;
+               << attrName << ": " << v;
     }
-    os << "  \"optimizer\": " << json::Value(std::move(group)) << ",\n";
+    os << "  \"" << key << "\": " << json::Value(std::move(group)) << ",\n";
   }
   lines("state", state, false);
   lines("inputs", inputs, false);

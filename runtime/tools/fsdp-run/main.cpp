@@ -19,6 +19,7 @@
 #include "fsdp/runtime/CountingAllocator.h"
 #include "fsdp/runtime/Executor.h"
 
+#include <algorithm>
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
@@ -670,6 +671,7 @@ void runRank(const Options &o, const RankInfo &info,
   };
   std::vector<at::Tensor> outputs;
   int64_t peak = 0, gradBytes = 0, allocatorPeak = 0, hostPeak = 0;
+  int64_t skippedSteps = 0; // rank 0's count: every rank skips together
   AllocatorCounter &allocator = AllocatorCounter::install();
   for (int64_t step = firstStep; step < steps; ++step) {
     std::vector<at::Tensor> inputs;
@@ -710,7 +712,9 @@ void runRank(const Options &o, const RankInfo &info,
     peak = std::max(peak, executor.peakBytes());
     hostPeak = std::max(hostPeak, executor.hostPeakBytes());
     gradBytes = executor.gradientBytes();
-    if (hasLoss && !std::isfinite(loss))
+    // A gradient scaler's step skips the update itself where the loss (and
+    // so a gradient) is inf or NaN, and training goes on, as with PyTorch's.
+    if (hasLoss && !std::isfinite(loss) && !plan.gradScaler.is_object())
       throw Error("step " + std::to_string(step + 1) + "/" +
                   std::to_string(steps) + ": the loss is " +
                   (std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf"));
@@ -748,6 +752,8 @@ void runRank(const Options &o, const RankInfo &info,
     std::vector<std::pair<std::string, double>> stepMetrics;
     for (const auto &[name, output] : plan.metrics) {
       stepMetrics.emplace_back(name, outputs.at(output).item<double>());
+      if (name == fsdp::plan::kMetricSkipped && stepMetrics.back().second != 0.0)
+        ++skippedSteps;
       std::printf("  %s %.6g", name.c_str(), stepMetrics.back().second);
     }
     std::printf("  %.1f ms  peak %.2f MB%s\n", ms, executor.peakBytes() / 1e6,
@@ -796,6 +802,10 @@ void runRank(const Options &o, const RankInfo &info,
                            {"allocator_peak_bytes", allocatorPeak}};
     if (hostPeak)
       summary["host_peak_bytes"] = hostPeak;
+    // Dynamic loss scaling: the steps whose update was skipped.
+    if (std::any_of(plan.metrics.begin(), plan.metrics.end(),
+                    [](const auto &m) { return m.first == fsdp::plan::kMetricSkipped; }))
+      summary["skipped_steps"] = skippedSteps;
     writeMetrics(summary);
     metrics.close();
     if (!metrics)

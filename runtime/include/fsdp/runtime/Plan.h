@@ -158,6 +158,9 @@ struct Plan {
   /// The optimizer's torch.optim settings (`name`, `lr`, `betas`, ...);
   /// null in a plan without an optimizer.
   nlohmann::json optimizer;
+  // GradScaler's settings (init_scale, growth_factor, backoff_factor,
+  // growth_interval) where the plan scales its loss; null otherwise.
+  nlohmann::json gradScaler;
   /// The checkpoints fsdp-run writes unless --state-dict-type says:
   /// "FULL_STATE_DICT", "SHARDED_STATE_DICT", or "" (full).
   std::string stateDictType;

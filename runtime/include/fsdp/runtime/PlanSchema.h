@@ -17,7 +17,7 @@
 namespace fsdp::plan {
 
 /// The plan format version: what the compiler writes and the runtime reads.
-inline constexpr int64_t kFormatVersion = 8;
+inline constexpr int64_t kFormatVersion = 9;
 
 /// The most ranks a plan can be compiled for and run on (ranks are C ints,
 /// as in c10d and NCCL).
@@ -80,10 +80,25 @@ inline std::optional<CommGroup> parseCommGroup(std::string_view text) {
 /// which fsdp-run reports under these names.
 inline constexpr std::string_view kMetricLr = "lr";
 inline constexpr std::string_view kMetricGradNorm = "grad_norm";
+/// Dynamic loss scaling: the scale the step used, and 1 where it skipped
+/// the optimizer's update (an inf/NaN gradient on some rank), else 0.
+inline constexpr std::string_view kMetricScale = "scale";
+inline constexpr std::string_view kMetricSkipped = "skipped";
 
 inline constexpr bool isMetric(std::string_view name) {
-  return name == kMetricLr || name == kMetricGradNorm;
+  return name == kMetricLr || name == kMetricGradNorm ||
+         name == kMetricScale || name == kMetricSkipped;
 }
+
+/// Optimizer state that belongs to no parameter (`optim_state` without
+/// `param`): the optimizer's step count (updates taken), the learning-rate
+/// schedule's own count where the two can differ (a gradient scaler skips
+/// updates, LambdaLR steps every step), and the gradient scaler's scale
+/// (f32; zero stands for its initial scale) and growth tracker (i32).
+inline constexpr std::string_view kStateStepCount = "optim:step";
+inline constexpr std::string_view kStateScheduleStep = "lr_scheduler:step";
+inline constexpr std::string_view kStateScale = "scaler:scale";
+inline constexpr std::string_view kStateGrowthTracker = "scaler:growth_tracker";
 
 } // namespace fsdp::plan
 

@@ -71,6 +71,9 @@ inline constexpr llvm::StringLiteral kMetricAttr = "fsdp.metric";
 /// `betas`, ...), which a plan carries for checkpoints in torch.optim's
 /// format.
 inline constexpr llvm::StringLiteral kOptimizerAttr = "fsdp.optimizer";
+/// GradScaler's settings where the step scales its loss (for checkpoints
+/// in its state_dict's format).
+inline constexpr llvm::StringLiteral kGradScalerAttr = "fsdp.grad_scaler";
 
 /// The module attribute that says which checkpoints fsdp-run writes by
 /// default (FULL_STATE_DICT or SHARDED_STATE_DICT: an Accelerate file's
