@@ -142,3 +142,88 @@ fsdp::chooseWrappingUnderBudget(ModuleOp module,
          << " wrappings tried";
   return diag;
 }
+
+FailureOr<OffloadChoice>
+fsdp::chooseOffloadUnderBudget(ModuleOp module,
+                               const FSDPPipelineOptions &options,
+                               int64_t budget) {
+  OffloadChoice choice;
+  // Compiles the step offloading `optim` and `params`; the units it has,
+  // largest first, in `units`.
+  SmallVector<std::pair<int64_t, std::string>> units;
+  auto predict = [&](ArrayRef<std::string> optim, ArrayRef<std::string> params)
+      -> FailureOr<MemoryPrediction> {
+    OwningOpRef<ModuleOp> copy = module.clone();
+    FSDPPipelineOptions candidate;
+    candidate.copyOptionValuesFrom(options);
+    candidate.offloadParams = false;
+    candidate.offloadOptimUnits = std::vector<std::string>(optim.begin(), optim.end());
+    candidate.offloadUnits = std::vector<std::string>(params.begin(), params.end());
+    PassManager pm(module.getContext(), ModuleOp::getOperationName());
+    buildShardedStepPipeline(pm, candidate);
+    if (failed(pm.run(*copy)))
+      return failure();
+    auto step = copy->lookupSymbol<func::FuncOp>("train_step");
+    if (!step)
+      return module.emitError("--offload auto needs a training step (--loss) "
+                              "to predict");
+    ++choice.tried;
+    if (units.empty()) {
+      for (FlatParamOp flat : copy->getOps<FlatParamOp>())
+        units.push_back({flat.getPaddedNumel(), flat.getModulePath().str()});
+      llvm::stable_sort(units, [](const auto &a, const auto &b) {
+        return a.first > b.first;
+      });
+    }
+    return predictMemory(*copy, step);
+  };
+  auto fits = [&](const MemoryPrediction &p, ArrayRef<std::string> optim,
+                  ArrayRef<std::string> params) {
+    if (p.peakBytes > budget)
+      return false;
+    choice.optimUnits.assign(optim.begin(), optim.end());
+    choice.paramUnits.assign(params.begin(), params.end());
+    choice.peakBytes = p.peakBytes;
+    choice.hostPeakBytes = p.hostPeakBytes;
+    return true;
+  };
+  FailureOr<MemoryPrediction> none = predict({}, {});
+  if (failed(none))
+    return failure();
+  choice.units = static_cast<int64_t>(units.size());
+  choice.unoffloadedPeakBytes = none->peakBytes;
+  if (fits(*none, {}, {}))
+    return choice;
+  std::vector<std::string> names;
+  for (const auto &unit : units)
+    names.push_back(unit.second);
+  // Optimizer state first, the largest units' first.
+  for (size_t k = 1; k <= names.size(); ++k) {
+    ArrayRef<std::string> optim(names.data(), k);
+    FailureOr<MemoryPrediction> p = predict(optim, {});
+    if (failed(p))
+      return failure();
+    if (fits(*p, optim, {}))
+      return choice;
+  }
+  // Then parameters, the largest units' first.
+  int64_t smallest = 0;
+  for (size_t k = 1; k <= names.size(); ++k) {
+    ArrayRef<std::string> params(names.data(), k);
+    ArrayRef<std::string> optim(names.data() + k, names.size() - k);
+    FailureOr<MemoryPrediction> p = predict(optim, params);
+    if (failed(p))
+      return failure();
+    if (fits(*p, optim, params))
+      return choice;
+    smallest = p->peakBytes;
+  }
+  return module.emitError("no CPU offload fits --memory-budget ")
+         << formatBytes(budget) << " (" << budget
+         << " bytes): the smallest predicted device peak is "
+         << formatBytes(smallest) << " (" << smallest
+         << " bytes), with every unit offloaded (" << names.size()
+         << (names.size() == 1 ? " unit" : " units") << "; "
+         << formatBytes(choice.unoffloadedPeakBytes)
+         << " without offload); " << choice.tried << " plans tried";
+}

@@ -75,6 +75,12 @@ struct Optimizer : fsdp::impl::OptimizerBase<Optimizer> {
   /// Adam's per-step scalars, computed once before the first update.
   void adamStep(aten::ATenBuilder &b, Value step);
   bool isAdam() const { return optimizer == "adam" || optimizer == "adamw"; }
+  /// CPU offload: the parameter's optimizer state (and so its reduced
+  /// gradient and its update) lives on the host.
+  static bool stateOnHost(Operation *param) {
+    return param &&
+           (param->hasAttr(kHostAttr) || param->hasAttr(kHostOptimAttr));
+  }
 
   // Dynamic loss scaling (grad-scaler), as ShardedGradScaler does it.
   /// Multiplies the backward's seed by the scale (`scale`, `invScale`).
@@ -96,6 +102,13 @@ struct Optimizer : fsdp::impl::OptimizerBase<Optimizer> {
   llvm::DenseMap<Value, Value> hostCopies;
 
   bool offloaded = false; // CPU offload: some flat parameter is on the host
+  // CPU offload of every unit's optimizer state: the step count (and what
+  // is computed from it) lives on the host too.
+  bool scalarsOnHost = false;
+  /// `v` where an update on the host (or the device) reads it: itself, or
+  /// a copy made once right after it.
+  Value placed(Value v, bool host);
+  llvm::DenseMap<Value, Value> deviceCopies;
   OpBuilder *symbols = nullptr; // where state symbols are declared
   SymbolTable *symbolTable = nullptr;
   double decay = 0.0;
@@ -184,9 +197,9 @@ FlatSymbolRefAttr Optimizer::declareState(StringRef name,
   auto state = OptimStateOp::create(*symbols, symbols->getUnknownLoc(), name,
                                     type, param);
   // CPU offload: a host parameter's state lives on the host too, and so
-  // does the step count when any parameter is offloaded.
-  bool host = param ? symbolTable->lookup(param.getValue())->hasAttr(kHostAttr)
-                    : offloaded && !device;
+  // does the step count when every parameter's does.
+  bool host = param ? stateOnHost(symbolTable->lookup(param.getValue()))
+                    : scalarsOnHost && !device;
   if (host)
     state->setAttr(kHostAttr, symbols->getUnitAttr());
   return FlatSymbolRefAttr::get(symbols->getContext(), name);
@@ -197,6 +210,10 @@ void Optimizer::updateParam(OpBuilder &b, GradOp grad, Value updated,
   Location loc = grad.getLoc();
   auto flat = symbolTable->lookup<FlatParamOp>(grad.getParam());
   if (!flat || !flat.getReplicated()) {
+    // Optimizer state offloaded alone: the host's update goes back to the
+    // device's shard.
+    if (flat && flat->hasAttr(kHostOptimAttr))
+      updated = ToDeviceOp::create(b, loc, updated);
     write(b, loc, grad.getParamAttr(), updated);
     return;
   }
@@ -420,8 +437,11 @@ LogicalResult Optimizer::run(ModuleOp module) {
                             "fsdp-optimizer");
 
   offloaded = llvm::any_of(module.getOps<FlatParamOp>(), [](FlatParamOp f) {
-    return f->hasAttr(kHostAttr);
+    return stateOnHost(f);
   });
+  scalarsOnHost =
+      offloaded && llvm::all_of(module.getOps<FlatParamOp>(),
+                                [](FlatParamOp f) { return stateOnHost(f); });
   // State symbols go after the model's own, before the function.
   OpBuilder symbolBuilder(func);
   symbols = &symbolBuilder;
@@ -516,6 +536,10 @@ LogicalResult Optimizer::run(ModuleOp module) {
                                  : table.lookup<ParamOp>(grad.getParam())
                                        .getType(),
                             grad.getParamAttr());
+    // Optimizer state offloaded alone: the update reads a host copy of the
+    // device's shard.
+    if (flat && flat->hasAttr(kHostOptimAttr))
+      param = ToHostOp::create(builder, grad.getLoc(), param);
     // A replicated flat parameter: this rank updates its shard.
     if (flat && flat.getReplicated())
       param = LocalShardOp::create(
@@ -525,11 +549,24 @@ LogicalResult Optimizer::run(ModuleOp module) {
     // g.mul_(clip_coef_clamped)
     Value g = grad.getValue();
     if (coef)
-      g = b.mul(g, flat && flat->hasAttr(kHostAttr) ? hostCoef : coef);
+      g = b.mul(g, stateOnHost(flat) ? hostCoef : coef);
+    // The step's scalars, copied where this update runs (CPU offload of
+    // some units).
+    bool host = stateOnHost(flat);
+    SmallVector<Value *> scalars = {&negStepSize, &bias2Sqrt, &firstStep,
+                                    &lrValue, &negLr};
+    SmallVector<Value> kept;
+    for (Value *v : scalars) {
+      kept.push_back(*v);
+      if (*v)
+        *v = placed(*v, host);
+    }
     if (optimizer == "sgd")
       sgd(b, grad, g, param);
     else
       adam(b, grad, g, param);
+    for (auto [v, old] : llvm::zip(scalars, kept))
+      *v = old;
   }
   Value skipped;
   if (gradScaler) {
@@ -589,8 +626,13 @@ Value Optimizer::clipCoefficient(aten::ATenBuilder &b, ModuleOp module,
   for (GradOp grad : grads) {
     ob.setInsertionPoint(grad);
     b.setLoc(grad.getLoc());
-    bool flat = symbolTable->lookup<FlatParamOp>(grad.getParam()) != nullptr;
-    (flat ? shardedNorms : wholeNorms).push_back(norm(grad.getValue()));
+    auto flat = symbolTable->lookup<FlatParamOp>(grad.getParam());
+    Value n = norm(grad.getValue());
+    // CPU offload: a host gradient's norm is copied to the device, where
+    // the total is reduced.
+    if (stateOnHost(flat))
+      n = ToDeviceOp::create(ob, grad.getLoc(), n);
+    (flat ? shardedNorms : wholeNorms).push_back(n);
   }
   ob.setInsertionPoint(last);
   b.setLoc(last.getLoc());
@@ -602,10 +644,6 @@ Value Optimizer::clipCoefficient(aten::ATenBuilder &b, ModuleOp module,
     // whole gradients' (counted once), ** 0.5.
     Value sq = b.call("aten::pow.Tensor_Scalar",
                       {normOfNorms(shardedNorms), b.f64(2.0)}, f32);
-    // CPU offload: the shards' gradients are on the host; their sum of
-    // squares is copied to the device, where the reduction runs.
-    if (offloaded)
-      sq = ToDeviceOp::create(ob, last.getLoc(), sq);
     auto groupSize = module->getAttrOfType<IntegerAttr>("fsdp.shard_group_size");
     if (groupSize && groupSize.getInt() > 1) {
       auto start = AllReduceStartOp::create(
@@ -628,6 +666,20 @@ Value Optimizer::clipCoefficient(aten::ATenBuilder &b, ModuleOp module,
   if (offloaded)
     hostCoef = ToHostOp::create(ob, last.getLoc(), coef);
   return coef;
+}
+
+Value Optimizer::placed(Value v, bool host) {
+  if (host == scalarsOnHost)
+    return v;
+  if (host)
+    return onHost(v);
+  Value &copy = deviceCopies[v];
+  if (!copy) {
+    OpBuilder b(v.getContext());
+    b.setInsertionPointAfterValue(v);
+    copy = ToDeviceOp::create(b, v.getLoc(), v);
+  }
+  return copy;
 }
 
 Value Optimizer::onHost(Value v) {
@@ -684,8 +736,7 @@ LogicalResult Optimizer::scaleSeed(func::FuncOp func) {
 }
 
 void Optimizer::unscale(aten::ATenBuilder &b, GradOp grad) {
-  auto flat = symbolTable->lookup<FlatParamOp>(grad.getParam());
-  bool host = flat && flat->hasAttr(kHostAttr);
+  bool host = stateOnHost(symbolTable->lookup(grad.getParam()));
   Value g = grad.getValue();
   MLIRContext *ctx = g.getContext();
   auto i1 = RankedTensorType::get({}, IntegerType::get(ctx, 1));

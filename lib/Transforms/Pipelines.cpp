@@ -102,6 +102,10 @@ void fsdp::buildShardedStepPipeline(OpPassManager &pm,
   shard.hybridReduction = options.hybridReduction;
   shard.reduceDtype = options.reduceDtype;
   shard.offloadParams = options.offloadParams;
+  shard.offloadUnits.assign(options.offloadUnits.begin(),
+                            options.offloadUnits.end());
+  shard.offloadOptimUnits.assign(options.offloadOptimUnits.begin(),
+                                 options.offloadOptimUnits.end());
   pm.addPass(createShard(shard));
   addGradAccum(pm, options);
   addOptimizer(pm, options);

@@ -44,6 +44,9 @@ struct Unit {
   /// The type the step reads the parameters in (mixed precision's param
   /// dtype), which the all-gather moves.
   Type computeType;
+  /// CPU offload of the unit (its shard, gradient and optimizer state on
+  /// the host), or of its optimizer state alone.
+  bool offload = false, offloadOptim = false;
 };
 
 struct Shard : fsdp::impl::ShardBase<Shard> {
@@ -117,8 +120,10 @@ LogicalResult Shard::checkOptions(ModuleOp module) {
   else if (!reduceDtype.empty())
     return module.emitError("unknown reduce dtype '")
            << reduceDtype << "': expected bf16, f16 or f32";
-  if (offloadParams && (strategy == Strategy::OSS ||
-                        strategy == Strategy::SHARDED_DDP))
+  bool offloads = offloadParams || !offloadUnits.empty() ||
+                  !offloadOptimUnits.empty();
+  if (offloads && (strategy == Strategy::OSS ||
+                   strategy == Strategy::SHARDED_DDP))
     return module.emitError("CPU offload applies to FSDP's strategies, not ")
            << sharding << " (its parameters are whole on every rank)";
   if (hybridReduction != "ordered" && hybridReduction != "two-stage")
@@ -169,7 +174,7 @@ void Shard::gather(Unit &unit, ArrayRef<OpOperand *> uses, bool recompute) {
   Value shard = GetOp::create(
       b, loc, unit.flat.getStateType().clone(unit.computeType), ref);
   // CPU offload: the shard lives on the host; the device gathers a copy.
-  if (offloadParams)
+  if (unit.offload)
     shard = ToDeviceOp::create(b, loc, shard);
   Value full = shard;
   if (gathers()) {
@@ -283,7 +288,7 @@ void Shard::reduceGradients(Unit &unit) {
       flatGrad = b.divScalar(flatGrad, pre);
   }
   Type stored = unit.flat.getElementType();
-  bool offload = offloadParams;
+  bool offload = unit.offload || unit.offloadOptim;
   // CPU offload: the reduced (and cast) shard is copied to the host, where
   // the optimizer runs.
   auto toStored = [loc, stored, offload, post](OpBuilder &end, Value g) {
@@ -447,9 +452,19 @@ LogicalResult Shard::run(ModuleOp module) {
         symbols, unit->members.front().getLoc(), name, unit->path,
         ArrayAttr::get(ctx, members), unit->offsets, unit->numel, padded,
         groupSize, elem, replicated());
-    if (offloadParams)
+    unit->offload = offloadParams || llvm::is_contained(offloadUnits, unit->path);
+    unit->offloadOptim =
+        !unit->offload && llvm::is_contained(offloadOptimUnits, unit->path);
+    if (unit->offload)
       unit->flat->setAttr(kHostAttr, UnitAttr::get(ctx));
+    if (unit->offloadOptim)
+      unit->flat->setAttr(kHostOptimAttr, UnitAttr::get(ctx));
   }
+  for (const auto *names : {&offloadUnits, &offloadOptimUnits})
+    for (const std::string &name : *names)
+      if (llvm::none_of(ordered, [&](Unit *u) { return u->path == name; }))
+        return module.emitError("CPU offload of unit '")
+               << name << "': no unit has that module path";
 
   // Views of one unit's parameters (a transposed weight) share its
   // gathered buffer: their uses count as uses of the unit, and the backward

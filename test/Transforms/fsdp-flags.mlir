@@ -23,6 +23,12 @@
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --limit-reductions -1 2>&1 | FileCheck %s --check-prefix=REDUCTIONS
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap budget 2>&1 | FileCheck %s --check-prefix=NOBUDGET
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap size --memory-budget 1GiB 2>&1 | FileCheck %s --check-prefix=BUDGETPOLICY
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --offload auto 2>&1 | FileCheck %s --check-prefix=OFFLOADNOBUDGET
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --offload auto --auto-wrap budget --memory-budget 1MiB 2>&1 | FileCheck %s --check-prefix=TWOBUDGETS
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --offload some 2>&1 | FileCheck %s --check-prefix=OFFLOADVALUE
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --offload-params --offload none 2>&1 | FileCheck %s --check-prefix=OFFLOADDISAGREE
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --offload auto --memory-budget 1MiB --offload-unit a 2>&1 | FileCheck %s --check-prefix=OFFLOADUNITS
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --sharding OSS --world-size 2 --offload-optim-unit a 2>&1 | FileCheck %s --check-prefix=OFFLOADOSS
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap budget --memory-budget 12parsecs 2>&1 | FileCheck %s --check-prefix=BUDGETSIZE
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap budget --memory-budget 0 2>&1 | FileCheck %s --check-prefix=BUDGETZERO
 // HYBRIDREDUCTION: error: --hybrid-reduction tree: expected ordered or two-stage
@@ -41,7 +47,13 @@
 // GROUP: error: --shard-group-size applies to HYBRID_SHARD, not FULL_SHARD
 // POLICY: error: --auto-wrap transformer: expected size, class, modules, budget or none
 // NOBUDGET: error: --auto-wrap budget needs --memory-budget SIZE (the most bytes a rank may hold during a step)
-// BUDGETPOLICY: error: --memory-budget applies to --auto-wrap budget, not size
+// BUDGETPOLICY: error: --memory-budget applies to --auto-wrap budget or --offload auto, not --auto-wrap size
+// OFFLOADNOBUDGET: error: --offload auto needs --memory-budget SIZE (the most bytes a rank may hold during a step)
+// TWOBUDGETS: error: --auto-wrap budget and --offload auto both choose under --memory-budget: use one
+// OFFLOADVALUE: error: --offload some: expected none, params or auto
+// OFFLOADDISAGREE: error: --offload-params and --offload none disagree
+// OFFLOADUNITS: error: --offload-unit and --offload-optim-unit choose units themselves: not with --offload-params or --offload auto
+// OFFLOADOSS: error: CPU offload applies to FSDP's strategies, not OSS (its parameters are whole on every rank)
 // BUDGETSIZE: error: --memory-budget 12parsecs: expected a positive size in bytes, or with B, KiB, MiB, GiB, TiB, KB, MB, GB or TB
 // BUDGETZERO: error: --memory-budget 0: expected a positive size
 // MINPARAMS: error: --min-num-params applies to --auto-wrap size, not class

@@ -7,20 +7,46 @@
 // RUN: fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-auto-wrap{policy=modules wrap-module=a},fsdp-shard{world-size=2 offload-params=true},fsdp-optimizer{optimizer=adamw lr=0.1},fsdp-prefetch{backward-prefetch=BACKWARD_PRE forward-prefetch=true},fsdp-limit-all-gathers,fsdp-limit-reductions,fsdp-apply-schedule,fsdp-verify-plan)' | FileCheck %s
 // RUN: not fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-shard{world-size=2 sharding-strategy=OSS offload-params=true})' 2>&1 | FileCheck %s --check-prefix=OSS
 // OSS: error: CPU offload applies to FSDP's strategies, not OSS (its parameters are whole on every rank)
-// Clipping: the shards' sum of squares is computed on the host, copied to
-// the device for its all-reduce, and the coefficient copied back to the
-// host, where it scales the gradient shards.
+// Clipping: each host gradient shard's norm is copied to the device, where
+// the total is reduced, and the coefficient copied back to the host, where
+// it scales the gradient shards.
 // RUN: fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-shard{world-size=2 offload-params=true},fsdp-optimizer{optimizer=sgd lr=0.1 max-grad-norm=1.0},fsdp-verify-plan)' | FileCheck %s --check-prefix=CLIP
 // CLIP:      %[[G:.*]] = fsdp.to_host %{{.*}} : tensor<{{[0-9]+}}xf32>
-// CLIP:      %[[N:.*]] = aten.call "aten::linalg_vector_norm"(%[[G]]
+// CLIP-NEXT: %[[N:.*]] = aten.call "aten::linalg_vector_norm"(%[[G]]
+// CLIP-NEXT: %[[D:.*]] = fsdp.to_device %[[N]] : tensor<f32>
+// CLIP-NEXT: aten.call "aten::stack"({{\[}}%[[D]]], 0)
 // CLIP:      %[[SQ:.*]] = aten.call "aten::pow.Tensor_Scalar"
-// CLIP-NEXT: %[[D:.*]] = fsdp.to_device %[[SQ]] : tensor<f32>
-// CLIP-NEXT: %[[F:.*]] = fsdp.all_reduce.start %[[D]] group shard reduce sum
+// CLIP-NEXT: %[[F:.*]] = fsdp.all_reduce.start %[[SQ]] group shard reduce sum
 // CLIP-NEXT: %[[T:.*]] = fsdp.wait %[[F]]
 // CLIP-NEXT: %[[NORM:.*]] = aten.call "aten::pow.Tensor_Scalar"(%[[T]]
 // CLIP:      %[[COEF:.*]] = aten.call "aten::clamp"
 // CLIP-NEXT: %[[H:.*]] = fsdp.to_host %[[COEF]] : tensor<f32>
 // CLIP:      aten.call "aten::mul.Tensor"(%[[G]], %[[H]])
+
+// The optimizer state of unit `a` alone on the host (offload-optim-units,
+// what --offload auto chooses first): the shard stays on the device and is
+// gathered as without offload; the reduced gradient shard and a copy of the
+// shard go to the host, where the update runs with the state; the result
+// is copied back to the device's shard. The step count stays on the
+// device (another unit updates there); its scalars are copied to the host.
+// RUN: fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-auto-wrap{policy=modules wrap-module=a},fsdp-shard{world-size=2 offload-optim-units=a},fsdp-optimizer{optimizer=adamw lr=0.1},fsdp-verify-plan)' | FileCheck %s --check-prefix=OPTIM
+// OPTIM:      fsdp.flat_param @a._flat_param for "a" {{.*}} : f32 {fsdp.host_optim}
+// OPTIM-NEXT: fsdp.flat_param @_flat_param for "" {{.*}} : f32{{$}}
+// OPTIM-NEXT: fsdp.optim_state @"optim:step" : tensor<f64>{{$}}
+// OPTIM:      fsdp.optim_state @"a._flat_param:exp_avg" : tensor<6xf32> for @a._flat_param {fsdp.host}
+// OPTIM:      %[[SHARD:.*]] = fsdp.get @a._flat_param : tensor<6xf32>
+// OPTIM-NEXT: fsdp.all_gather.start %[[SHARD]] for @a._flat_param
+// OPTIM:      %[[STEP:.*]] = aten.call "aten::div.Tensor"
+// OPTIM-NEXT: %[[HSTEP:.*]] = fsdp.to_host %[[STEP]] : tensor<f64>
+// OPTIM:      %[[W:.*]] = fsdp.wait %{{.*}} : <tensor<6xf32>>
+// OPTIM-NEXT: %[[G:.*]] = fsdp.to_host %[[W]] : tensor<6xf32>
+// OPTIM-NEXT: %[[P:.*]] = fsdp.to_host %[[SHARD]] : tensor<6xf32>
+// OPTIM:      aten.call "aten::mul.Tensor"(%{{.*}}, %[[HSTEP]])
+// OPTIM:      %[[NEW:.*]]:2 = aten.call "aten::add_.Tensor"
+// OPTIM-NEXT: %[[D:.*]] = fsdp.to_device %[[NEW]]#1 : tensor<6xf32>
+// OPTIM-NEXT: fsdp.update @a._flat_param, %[[D]] : tensor<6xf32>
+// RUN: not fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-shard{world-size=2 offload-units=zz})' 2>&1 | FileCheck %s --check-prefix=NOUNIT
+// NOUNIT: error: CPU offload of unit 'zz': no unit has that module path
 
 module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.linear.Linear"], ["head", "torch.nn.modules.linear.Linear"]]} {
   fsdp.param @a.weight : tensor<4x3xf32> in "a" : "torch.nn.modules.linear.Linear"

@@ -265,6 +265,24 @@ static llvm::cl::opt<bool> offloadParamsFlag(
                    "gradient shards and optimizer state in host memory, the "
                    "optimizer step on the host"),
     llvm::cl::init(false), llvm::cl::cat(fsdpCategory));
+static llvm::cl::opt<std::string> offloadFlag(
+    "offload",
+    llvm::cl::desc("CPU offload: none, params (--offload-params) or auto: "
+                   "as little as makes the predicted device peak fit "
+                   "--memory-budget (optimizer state of the largest units "
+                   "first, then their parameters)"),
+    llvm::cl::value_desc("none|params|auto"), llvm::cl::cat(fsdpCategory));
+static llvm::cl::list<std::string> offloadUnitFlag(
+    "offload-unit",
+    llvm::cl::desc("CPU offload of this unit alone (its module path; "
+                   "repeatable)"),
+    llvm::cl::value_desc("PATH"), llvm::cl::cat(fsdpCategory));
+static llvm::cl::list<std::string> offloadOptimUnitFlag(
+    "offload-optim-unit",
+    llvm::cl::desc("CPU offload of this unit's optimizer state alone (the "
+                   "optimizer updates a host copy of its shard; "
+                   "repeatable)"),
+    llvm::cl::value_desc("PATH"), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<int64_t> limitAllGathersFlag(
     "limit-all-gathers",
     llvm::cl::desc("Most gathered buffers in flight or alive when a "
@@ -332,6 +350,9 @@ struct FSDPSettings {
   // reduce dtype "" is the param dtype (FSDP's reduce_dtype=None).
   std::string paramDtype = "fp32", reduceDtype, bufferDtype = "fp32";
   bool offloadParams = false; // CPU offload
+  bool offloadAuto = false;   // --offload auto: chosen under the budget
+  std::vector<std::string> offloadUnits, offloadOptimUnits;
+  std::optional<fsdp::OffloadChoice> offloadChoice; // what auto chose
   int64_t limitAllGathers = 2;
   int64_t limitReductions = 2;
   int64_t memoryBudget = 0; // --auto-wrap budget
@@ -392,7 +413,9 @@ static LogicalResult resolveFSDPSettings() {
            &fsdpReportFlag, &hybridReductionFlag, &backwardPrefetchFlag, &forwardPrefetchFlag,
            &limitAllGathersFlag, &limitReductionsFlag, &activationCheckpointingFlag,
            &mixedPrecisionFlag, &paramDtypeFlag, &reduceDtypeFlag,
-           &bufferDtypeFlag, &offloadParamsFlag})
+           &bufferDtypeFlag, &offloadParamsFlag, &offloadFlag,
+           std::addressof(offloadUnitFlag),
+           std::addressof(offloadOptimUnitFlag)})
     if (given(*o))
       s.enabled = true;
   if (given(shardingFlag))
@@ -445,6 +468,24 @@ static LogicalResult resolveFSDPSettings() {
   }
   if (given(offloadParamsFlag))
     s.offloadParams = offloadParamsFlag;
+  if (given(offloadFlag)) {
+    if (offloadFlag != "none" && offloadFlag != "params" &&
+        offloadFlag != "auto")
+      return error("--offload " + offloadFlag +
+                   ": expected none, params or auto");
+    if (given(offloadParamsFlag) && offloadFlag != "params")
+      return error("--offload-params and --offload " + offloadFlag +
+                   " disagree");
+    s.offloadParams = offloadFlag == "params";
+    s.offloadAuto = offloadFlag == "auto";
+  }
+  s.offloadUnits.assign(offloadUnitFlag.begin(), offloadUnitFlag.end());
+  s.offloadOptimUnits.assign(offloadOptimUnitFlag.begin(),
+                             offloadOptimUnitFlag.end());
+  if ((s.offloadParams || s.offloadAuto) &&
+      (!s.offloadUnits.empty() || !s.offloadOptimUnits.empty()))
+    return error("--offload-unit and --offload-optim-unit choose units "
+                 "themselves: not with --offload-params or --offload auto");
   if (given(limitAllGathersFlag))
     s.limitAllGathers = limitAllGathersFlag;
   if (given(limitReductionsFlag))
@@ -467,8 +508,10 @@ static LogicalResult resolveFSDPSettings() {
   if (!fsdp::isShardingStrategy(s.sharding))
     return error("--sharding " + s.sharding + ": expected " +
                  fsdp::kShardingStrategies);
-  if (s.offloadParams && (s.sharding == "OSS" || s.sharding == "SHARDED_DDP"))
-    return error("--offload-params applies to FSDP's strategies, not " +
+  if ((s.offloadParams || s.offloadAuto || !s.offloadUnits.empty() ||
+       !s.offloadOptimUnits.empty()) &&
+      (s.sharding == "OSS" || s.sharding == "SHARDED_DDP"))
+    return error("CPU offload applies to FSDP's strategies, not " +
                  s.sharding + " (its parameters are whole on every rank)");
   if (s.worldSize < 1)
     return error("--world-size must be at least 1, found " +
@@ -507,13 +550,19 @@ static LogicalResult resolveFSDPSettings() {
       s.autoWrap != "budget")
     return error("--auto-wrap " + s.autoWrap +
                  ": expected size, class, modules, budget or none");
-  if (given(memoryBudgetFlag) && s.autoWrap != "budget")
-    return error("--memory-budget applies to --auto-wrap budget, not " +
+  if (s.autoWrap == "budget" && s.offloadAuto)
+    return error("--auto-wrap budget and --offload auto both choose under "
+                 "--memory-budget: use one");
+  if (given(memoryBudgetFlag) && s.autoWrap != "budget" && !s.offloadAuto)
+    return error("--memory-budget applies to --auto-wrap budget or --offload "
+                 "auto, not --auto-wrap " +
                  s.autoWrap);
-  if (s.autoWrap == "budget") {
+  if (s.autoWrap == "budget" || s.offloadAuto) {
     if (!given(memoryBudgetFlag))
-      return error("--auto-wrap budget needs --memory-budget SIZE (the most "
-                   "bytes a rank may hold during a step)");
+      return error(llvm::Twine(s.offloadAuto ? "--offload auto"
+                                             : "--auto-wrap budget") +
+                   " needs --memory-budget SIZE (the most bytes a rank may "
+                   "hold during a step)");
     std::optional<int64_t> budget = fsdp::parseByteSize(memoryBudgetFlag);
     if (!budget || *budget <= 0)
       return error("--memory-budget " + memoryBudgetFlag +
@@ -580,6 +629,13 @@ static void printFSDPSettings(llvm::raw_ostream &os) {
   else
     os << "off\n";
   os << "offload-params: " << (s.offloadParams ? "true" : "false") << "\n";
+  if (s.offloadAuto)
+    os << "offload: auto (memory-budget " << s.memoryBudget << ")\n";
+  if (!s.offloadUnits.empty())
+    os << "offload-unit: " << llvm::join(s.offloadUnits, ",") << "\n";
+  if (!s.offloadOptimUnits.empty())
+    os << "offload-optim-unit: " << llvm::join(s.offloadOptimUnits, ",")
+       << "\n";
   os << "limit-all-gathers: " << s.limitAllGathers
      << (s.limitAllGathers == 0 ? " (no limit)" : "") << "\n";
   os << "limit-reductions: " << s.limitReductions
@@ -709,6 +765,12 @@ static void setFSDPOptions(fsdp::FSDPPipelineOptions &options) {
   else if (s.reduceDtype == "fp32")
     options.reduceDtype = "f32";
   options.offloadParams = s.offloadParams;
+  const auto &units =
+      s.offloadChoice ? s.offloadChoice->paramUnits : s.offloadUnits;
+  const auto &optimUnits =
+      s.offloadChoice ? s.offloadChoice->optimUnits : s.offloadOptimUnits;
+  options.offloadUnits = units;
+  options.offloadOptimUnits = optimUnits;
   options.autoWrapPolicy = s.autoWrap;
   options.minNumParams = s.minNumParams;
   options.wrapClasses = s.wrapClasses;
@@ -759,6 +821,25 @@ static LogicalResult chooseUnderBudget(ModuleOp module, TimingScope &timing) {
   s.minNumParams = choice->minNumParams;
   s.backwardPrefetch = choice->backwardPrefetch;
   s.budgetChoice = *choice;
+  return success();
+}
+
+/// --offload auto: differentiates `module`, then offloads as little as
+/// makes the predicted device peak fit the budget.
+static LogicalResult chooseOffload(ModuleOp module, TimingScope &timing) {
+  fsdp::FSDPPipelineOptions options;
+  setFSDPOptions(options);
+  PassManager pm(module.getContext(), ModuleOp::getOperationName());
+  pm.enableTiming(timing);
+  fsdp::buildLossAndBackwardPipeline(pm, options);
+  if (failed(pm.run(module)))
+    return failure();
+  TimingScope choosing = timing.nest("Choose CPU offload under --memory-budget");
+  FailureOr<fsdp::OffloadChoice> choice = fsdp::chooseOffloadUnderBudget(
+      module, options, fsdpSettings.memoryBudget);
+  if (failed(choice))
+    return failure();
+  fsdpSettings.offloadChoice = *choice;
   return success();
 }
 
@@ -826,10 +907,14 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
                 fsdpSettings.autoWrap == "budget";
   if (budget && failed(chooseUnderBudget(*module, timing)))
     return failure();
+  bool offloadAuto = wantsTrainStep() && fsdpSettings.enabled &&
+                     fsdpSettings.offloadAuto;
+  if (offloadAuto && failed(chooseOffload(*module, timing)))
+    return failure();
   PassManager pm(&context, ModuleOp::getOperationName());
   pm.enableTiming(timing);
   if (wantsTrainStep())
-    addTrainStep(pm, /*differentiated=*/budget);
+    addTrainStep(pm, /*differentiated=*/budget || offloadAuto);
   if (failed(applyPassManagerCLOptions(pm)) ||
       failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))
     return failure();
@@ -866,6 +951,31 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
     else if (s.autoWrap == "class")
       os << " (" << llvm::join(s.wrapClasses, ",") << ")";
     os << ", from " << s.autoWrapReason << "\n";
+    if (const auto &c = s.offloadChoice) {
+      os << "cpu offload chosen by: --offload auto (budget "
+         << fsdp::formatBytes(s.memoryBudget) << "): ";
+      if (c->optimUnits.empty() && c->paramUnits.empty())
+        os << "nothing (the predicted peak "
+           << fsdp::formatBytes(c->unoffloadedPeakBytes) << " fits)";
+      else {
+        // Units by module path; the root's is empty.
+        auto names = [](const std::vector<std::string> &units) {
+          std::vector<std::string> shown;
+          for (const std::string &u : units)
+            shown.push_back(u.empty() ? "(root)" : u);
+          return llvm::join(shown, ",");
+        };
+        os << "optimizer state of " << c->optimUnits.size() << " of "
+           << c->units << " units [" << names(c->optimUnits)
+           << "], parameters of " << c->paramUnits.size() << " ["
+           << names(c->paramUnits) << "]; predicted device peak "
+           << fsdp::formatBytes(c->unoffloadedPeakBytes) << " -> "
+           << fsdp::formatBytes(c->peakBytes) << ", host peak "
+           << fsdp::formatBytes(c->hostPeakBytes) << "; the first of "
+           << c->tried << " plans tried, largest units first, to fit";
+      }
+      os << "\n";
+    }
     fsdp::printScheduleReport(*module, os);
   }
   // The whole training step when there is one, else the forward.

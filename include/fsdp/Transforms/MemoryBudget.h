@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace fsdp {
 
@@ -36,6 +37,27 @@ chooseWrappingUnderBudget(mlir::ModuleOp module,
 
 /// Parses a byte count: a number, optionally with B, KiB, MiB, GiB, TiB
 /// (powers of 1024) or KB, MB, GB, TB (powers of 1000).
+/// What `--offload auto` chose: the units whose optimizer state, and those
+/// whose parameters (shard, gradient and optimizer state) live on the host.
+struct OffloadChoice {
+  std::vector<std::string> optimUnits, paramUnits;
+  int64_t units = 0; // of the step
+  int64_t peakBytes = 0, hostPeakBytes = 0;
+  /// The device peak with nothing offloaded.
+  int64_t unoffloadedPeakBytes = 0;
+  int64_t tried = 0;
+};
+
+/// CPU offload of as little as makes the predicted device peak of the
+/// (differentiated) `module` fit `budget`: nothing if it fits; else the
+/// optimizer state of the largest units first, one unit more at a time;
+/// then, with every unit's optimizer state on the host, the largest units'
+/// parameters. An error names the smallest peak reachable when even every
+/// unit offloaded does not fit.
+mlir::FailureOr<OffloadChoice>
+chooseOffloadUnderBudget(mlir::ModuleOp module,
+                         const FSDPPipelineOptions &options, int64_t budget);
+
 std::optional<int64_t> parseByteSize(llvm::StringRef text);
 
 } // namespace fsdp

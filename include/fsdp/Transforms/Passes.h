@@ -151,6 +151,12 @@ struct FSDPPipelineOptions : TrainStepOptionsBase<FSDPPipelineOptions> {
       llvm::cl::desc("CPU offload: parameter shards, gradients and "
                      "optimizer state in host memory"),
       llvm::cl::init(false)};
+  ListOpt<std::string> offloadUnits{
+      *this, "offload-units",
+      llvm::cl::desc("CPU offload of these units (module paths)")};
+  ListOpt<std::string> offloadOptimUnits{
+      *this, "offload-optim-units",
+      llvm::cl::desc("CPU offload of these units' optimizer state")};
   Opt<std::string> autoWrapPolicy{
       *this, "auto-wrap-policy",
       llvm::cl::desc("size, class, modules or none"), llvm::cl::init("none")};

@@ -369,6 +369,14 @@ def Shard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
     (`fsdp.to_host`), where `fsdp-optimizer` updates the shard with state
     of its own on the host. Not for OSS and SHARDED_DDP, whose parameters
     are whole on every rank.
+
+    `offload-units` offloads the named units alone (their module paths,
+    `""` the root); `offload-optim-units` moves only the named units'
+    optimizer state to the host (`fsdp.host_optim` on the flat parameter,
+    DeepSpeed's ZeRO-Offload of the optimizer): the shard stays on the
+    device, the reduced gradient shard is copied to the host, and
+    `fsdp-optimizer` updates a host copy of the shard and copies the result
+    back (what `fsdp-opt --offload auto` chooses under a memory budget).
   }];
   let options = [
     Option<"sharding", "sharding-strategy", "std::string",
@@ -386,6 +394,10 @@ def Shard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
     Option<"reduceDtype", "reduce-dtype", "std::string", /*default=*/"\"\"",
            "Mixed precision: the type gradients are reduced in (bf16, f16 or "
            "f32; empty: the gradient's own)">,
+    ListOption<"offloadUnits", "offload-units", "std::string",
+               "CPU offload of these units (module paths)">,
+    ListOption<"offloadOptimUnits", "offload-optim-units", "std::string",
+               "CPU offload of these units' optimizer state">,
     Option<"offloadParams", "offload-params", "bool", /*default=*/"false",
            "CPU offload: flat parameters (and their gradients and optimizer "
            "state) live in host memory">,

@@ -61,6 +61,9 @@ inline constexpr llvm::StringLiteral kShardingAttr = "fsdp.sharding";
 /// host memory (`fsdp-shard{offload-params}`, and the optimizer's state of
 /// such a parameter).
 inline constexpr llvm::StringLiteral kHostAttr = "fsdp.host";
+/// On a flat parameter: its optimizer state (not the shard) lives in host
+/// memory, where the optimizer updates a copy of the shard.
+inline constexpr llvm::StringLiteral kHostOptimAttr = "fsdp.host_optim";
 
 /// A result attribute of the step function: the output is a per-step
 /// metric with this name (`lr`), which `fsdp-run --metrics` reports.
