@@ -334,6 +334,15 @@ llvm::Error Reader::readTopLevel(const YAML::Node &root,
     if (llvm::Error err = readTopEntry(entry, config))
       return err;
   }
+  // The older `fp16: true` counts where mixed_precision is not set, as
+  // Accelerate reads it.
+  if (const Entry *fp16 = find("fp16"); fp16 && !find("mixed_precision")) {
+    bool value = false;
+    if (llvm::Error err = readBool(*fp16, value))
+      return err;
+    if (value)
+      config.mixedPrecision = "fp16";
+  }
   return llvm::Error::success();
 }
 
@@ -370,11 +379,7 @@ llvm::Error Reader::readTopEntry(const Entry &entry, AccelerateConfig &config) {
   // The older spelling of mixed_precision: fp16.
   if (key == "fp16") {
     bool value = false;
-    if (llvm::Error err = readBool(entry, value))
-      return err;
-    if (value)
-      config.mixedPrecision = "fp16";
-    return llvm::Error::success();
+    return readBool(entry, value); // applied after every key
   }
 
   // Settings of other kinds of run, fine while they turn nothing on.

@@ -11,6 +11,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <limits>
 #include <set>
 
 using namespace mlir;
@@ -177,8 +178,11 @@ fsdp::chooseOffloadUnderBudget(ModuleOp module,
     }
     return predictMemory(*copy, step);
   };
+  // The smallest device peak of any plan tried, for the error.
+  int64_t smallest = std::numeric_limits<int64_t>::max();
   auto fits = [&](const MemoryPrediction &p, ArrayRef<std::string> optim,
                   ArrayRef<std::string> params) {
+    smallest = std::min(smallest, p.peakBytes);
     if (p.peakBytes > budget)
       return false;
     choice.optimUnits.assign(optim.begin(), optim.end());
@@ -207,7 +211,6 @@ fsdp::chooseOffloadUnderBudget(ModuleOp module,
       return choice;
   }
   // Then parameters, the largest units' first.
-  int64_t smallest = 0;
   for (size_t k = 1; k <= names.size(); ++k) {
     ArrayRef<std::string> params(names.data(), k);
     ArrayRef<std::string> optim(names.data() + k, names.size() - k);
@@ -216,14 +219,13 @@ fsdp::chooseOffloadUnderBudget(ModuleOp module,
       return failure();
     if (fits(*p, optim, params))
       return choice;
-    smallest = p->peakBytes;
   }
   return module.emitError("no CPU offload fits --memory-budget ")
          << formatBytes(budget) << " (" << budget
          << " bytes): the smallest predicted device peak is "
-         << formatBytes(smallest) << " (" << smallest
-         << " bytes), with every unit offloaded (" << names.size()
-         << (names.size() == 1 ? " unit" : " units") << "; "
+         << formatBytes(smallest) << " (" << smallest << " bytes; "
          << formatBytes(choice.unoffloadedPeakBytes)
-         << " without offload); " << choice.tried << " plans tried";
+         << " without offload, " << names.size()
+         << (names.size() == 1 ? " unit" : " units") << "); "
+         << choice.tried << " plans tried";
 }

@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include <cfloat>
 #include <cmath>
 
 namespace fsdp {
@@ -172,10 +173,10 @@ LogicalResult Optimizer::checkOptions(ModuleOp module) {
            << beta2;
   // GradScaler's own checks.
   if (gradScaler) {
-    if (!(initScale > 0.0) || std::isinf(initScale))
+    if (!(initScale > 0.0) || initScale > double(FLT_MAX))
       return module.emitError("invalid init-scale: ")
              << initScale << " (the gradient scaler's first scale: positive "
-                             "and finite)";
+                             "and finite in f32)";
     if (!(growthFactor > 1.0))
       return module.emitError("invalid growth-factor: ")
              << growthFactor << " (the growth factor must be > 1.0)";
@@ -496,17 +497,9 @@ LogicalResult Optimizer::run(ModuleOp module) {
   if (isAdam() || dampened || !lrSchedule.empty())
     step = stepCount(b);
   if (!lrSchedule.empty()) {
-    // A gradient scaler skips updates (and their step count) where
-    // LambdaLR steps every step: the schedule counts steps of its own.
-    Value scheduleStep = step;
-    if (gradScaler) {
-      auto f64 = RankedTensorType::get({}, builder.getF64Type());
-      auto name = declareState(toRef(plan::kStateScheduleStep), f64,
-                               FlatSymbolRefAttr());
-      scheduleStep = b.addScalar(read(builder, b.getLoc(), name, f64), 1.0);
-      UpdateOp::create(builder, b.getLoc(), name, scheduleStep);
-    }
-    lrValue = scheduledLr(b, scheduleStep);
+    // The schedule counts the updates taken: a step a gradient scaler skips
+    // does not advance it, as Accelerate's scheduler skips its step then.
+    lrValue = scheduledLr(b, step);
     negLr = b.neg(lrValue);
   }
   if (isAdam())

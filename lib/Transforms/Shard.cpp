@@ -271,13 +271,14 @@ void Shard::reduceGradients(Unit &unit) {
   // Mixed precision: reduced in the reduce dtype, then (once waited) cast
   // to the flat parameter's own type, as FSDP casts the reduced shard.
   flatGrad = b.cast(flatGrad, reduceType(flatGrad));
-  // 16-bit gradients: the mean is a division before the sum and one after,
-  // as FSDP divides them (its gradient pre- and post-divide factors), so
-  // that neither the sum overflows nor the quotient underflows (what a
-  // gradient scaler's large scale needs); f32 reduces to the mean.
+  // fp16: the mean is a division before the sum and one after, as FSDP2
+  // divides fp16 gradients (its pre- and post-divide factors), so that
+  // neither the sum overflows nor the quotient underflows; bf16 and f32
+  // reduce to the mean (FSDP2's ReduceOp.AVG), which divides each rank's
+  // contribution before the sum.
   double pre = 1.0, post = 1.0;
-  bool divides = cast<ShapedType>(flatGrad.getType()).getElementType()
-                     .getIntOrFloatBitWidth() == 16;
+  bool divides =
+      cast<ShapedType>(flatGrad.getType()).getElementType().isF16();
   if (divides) {
     int64_t factor = 1;
     while (worldSize % factor == 0 && worldSize / factor > factor)

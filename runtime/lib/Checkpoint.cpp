@@ -78,11 +78,10 @@ std::string optimKind(const StateEntry &e) {
   return e.name.substr(e.param.size() + 1);
 }
 
-/// A step count: the optimizer's (updates taken) or the learning-rate
-/// schedule's (steps run).
+/// The optimizer's step count (updates taken).
 bool isStepCount(const StateEntry &e) {
   return e.kind == StateKind::Optim && e.param.empty() &&
-         (e.name == plan::kStateStepCount || e.name == plan::kStateScheduleStep);
+         e.name == plan::kStateStepCount;
 }
 
 /// The gradient scaler's scale or growth tracker.
@@ -92,12 +91,12 @@ bool isScalerState(const StateEntry &e) {
 }
 
 /// The updates the optimizer has taken: its step count where the plan keeps
-/// one (a gradient scaler skips some), else the steps run.
-double optimizerSteps(const Plan &plan, const State &state, int64_t step) {
+/// one (a gradient scaler skips some).
+std::optional<double> optimizerSteps(const Plan &plan, const State &state) {
   for (const StateEntry &e : plan.state)
-    if (e.kind == StateKind::Optim && e.name == plan::kStateStepCount)
+    if (isStepCount(e))
       return state.at(e.name).item<double>();
-  return static_cast<double>(step);
+  return std::nullopt;
 }
 
 std::vector<char> readFile(const std::string &path) {
@@ -261,7 +260,8 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
       bool adam = optimizer == "adam" || optimizer == "adamw";
       c10::impl::GenericDict stateDict(c10::StringType::get(),
                                        c10::AnyType::get());
-      const double taken = optimizerSteps(plan, state, step);
+      const double taken =
+          optimizerSteps(plan, state).value_or(static_cast<double>(step));
       for (auto &[fqn, entries] : optimState) {
         if (adam)
           entries.insert("step", at::scalar_tensor(taken, at::kFloat));
@@ -330,10 +330,10 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
               {"shard_group_size", plan.shardGroupSize},
               {"sharding", plan.sharding},
               {"micro_batches", plan.microBatches},
-              {"optimizer_steps",
-               static_cast<int64_t>(optimizerSteps(plan, state, step))},
               {"optimizer", plan.optimizer},
               {"state", layoutOf(plan)}};
+    if (std::optional<double> taken = optimizerSteps(plan, state))
+      meta["optimizer_steps"] = static_cast<int64_t>(*taken);
     std::string text = meta.dump(1) + "\n";
     writeFileAtomically((fs::path(tmp) / "meta.json").string(),
               std::vector<char>(text.begin(), text.end()));
@@ -552,7 +552,7 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
       // The optimizer's count is the updates it took (fewer than the steps
       // where a gradient scaler skipped some).
       double count = static_cast<double>(step);
-      if (e.name == plan::kStateStepCount && meta.contains("optimizer_steps"))
+      if (meta.contains("optimizer_steps"))
         count = meta.at("optimizer_steps").get<double>();
       state[e.name] = at::full(e.type.shape, count,
                                at::TensorOptions().dtype(e.type.dtype));

@@ -11,9 +11,10 @@
 // RUN: fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-optimizer{optimizer=sgd lr=0.1})' | FileCheck %s --check-prefix=UNSHARDED
 // RUN: fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-auto-wrap{policy=modules wrap-module=a},fsdp-shard{world-size=4 reduce-dtype=f16},fsdp-optimizer{optimizer=sgd lr=0.1},fsdp-verify-plan)' | FileCheck %s --check-prefix=FOUR
 
-// A 16-bit gradient's mean is FSDP's: divided by the pre-divide factor
+// An fp16 gradient's mean is FSDP2's: divided by the pre-divide factor
 // (2 at 2 and 4 ranks) before the sum, by the post-divide factor (1 and 2)
-// after it, so that the sum does not overflow (f32 reduces to the mean).
+// after it, so that the sum does not overflow (bf16 and f32 reduce to the
+// mean, ReduceOp.AVG).
 // FOUR:      %[[H:.+]] = aten.call "aten::to.dtype"(%{{.+}}, f16, false, false, none) : (tensor<12xbf16>) -> tensor<12xf16>
 // FOUR-NEXT: %[[PRE:.+]] = aten.call "aten::div.Scalar"(%[[H]], 2.000000e+00) : (tensor<12xf16>) -> tensor<12xf16>
 // FOUR-NEXT: %[[RS:.+]] = fsdp.reduce_scatter.start %[[PRE]] for @_flat_param group shard reduce sum : tensor<12xf16> -> <tensor<3xf16>>
@@ -55,8 +56,7 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 // dtype), and the reduced shard cast to f32 before the update.
 // FULL:         %[[G:.+]] = aten.call "aten::cat"
 // FULL-SAME:      -> tensor<10xbf16>
-// FULL-NEXT:    %[[PRE:.+]] = aten.call "aten::div.Scalar"(%[[G]], 2.000000e+00) : (tensor<10xbf16>) -> tensor<10xbf16>
-// FULL-NEXT:    %[[RS:.+]] = fsdp.reduce_scatter.start %[[PRE]] for @_flat_param group shard reduce sum : tensor<10xbf16> -> <tensor<5xbf16>>
+// FULL-NEXT:    %[[RS:.+]] = fsdp.reduce_scatter.start %[[G]] for @_flat_param group shard reduce mean : tensor<10xbf16> -> <tensor<5xbf16>>
 // FULL:         %[[W:.+]] = fsdp.wait %[[RS]] : <tensor<5xbf16>>
 // FULL-NEXT:    %[[W32:.+]] = aten.call "aten::to.dtype"(%[[W]], f32, false, false, none) : (tensor<5xbf16>) -> tensor<5xf32>
 // FULL-NEXT:    %[[P:.+]] = fsdp.get @_flat_param : tensor<5xf32>
@@ -72,7 +72,7 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 
 // NO_SHARD reads the whole flat parameter rounded and all-reduces bf16.
 // NOSHARD:      fsdp.get @_flat_param : tensor<22xbf16>
-// NOSHARD:      fsdp.all_reduce.start %{{.+}} group world reduce sum : tensor<22xbf16> -> <tensor<22xbf16>>
+// NOSHARD:      fsdp.all_reduce.start %{{.+}} group world reduce mean : tensor<22xbf16> -> <tensor<22xbf16>>
 // NOSHARD:      %[[W:.+]] = fsdp.wait %{{.+}} : <tensor<22xbf16>>
 // NOSHARD-NEXT: aten.call "aten::to.dtype"(%[[W]], f32, false, false, none) : (tensor<22xbf16>) -> tensor<22xf32>
 

@@ -473,7 +473,8 @@ static LogicalResult resolveFSDPSettings() {
         offloadFlag != "auto")
       return error("--offload " + offloadFlag +
                    ": expected none, params or auto");
-    if (given(offloadParamsFlag) && offloadFlag != "params")
+    if (given(offloadParamsFlag) &&
+        bool(offloadParamsFlag) != (offloadFlag == "params"))
       return error("--offload-params and --offload " + offloadFlag +
                    " disagree");
     s.offloadParams = offloadFlag == "params";

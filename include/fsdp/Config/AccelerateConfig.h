@@ -53,7 +53,8 @@ struct AccelerateConfig {
   /// fsdp_offload_params: CPU offload of parameters, gradients and
   /// optimizer state.
   bool offloadParams = false;
-  /// mixed_precision: "bf16" (param, reduce and buffer dtype), else empty.
+  /// mixed_precision (or the older fp16: true): "bf16" or "fp16" (param,
+  /// reduce and buffer dtype), else empty.
   std::string mixedPrecision;
   /// fsdp_state_dict_type: FULL_STATE_DICT or SHARDED_STATE_DICT, the kind
   /// of fsdp-run's checkpoints (the plan carries it).

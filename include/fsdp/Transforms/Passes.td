@@ -153,7 +153,8 @@ def Optimizer : Pass<"fsdp-optimizer", "mlir::ModuleOp"> {
     `ShardedGradScaler` does it (for fp16 mixed precision): the backward's
     seed is multiplied by the scale (`scaler:scale`, f32; its zero start
     stands for `init-scale`), so every gradient is computed scaled; each
-    gradient, in f32, is checked for inf/NaN and multiplied by the
+    gradient, in its parameter's dtype (f32 under mixed precision), is
+    checked for inf/NaN and multiplied by the
     scale's reciprocal (computed in f64, as `GradScaler` does) before
     clipping; the count of gradients found non-finite is summed over every
     rank (an all-reduce over the world); if any rank found one, every
@@ -162,9 +163,9 @@ def Optimizer : Pass<"fsdp-optimizer", "mlir::ModuleOp"> {
     after `growth-interval` consecutive good steps (`scaler:growth_tracker`)
     it is multiplied by `growth-factor` (where the product is finite). The
     step returns the scale it used and whether it skipped the update, as
-    outputs named `scale` and `skipped`. With a learning-rate schedule the
-    schedule counts every step (`lr_scheduler:step`), as `LambdaLR` is
-    stepped whether or not the optimizer was.
+    outputs named `scale` and `skipped`. A learning-rate schedule follows
+    the step count, so a skipped step does not advance it (as Accelerate's
+    scheduler skips its step after a skipped optimizer step).
 
     Optimizer state is declared as `fsdp.optim_state` symbols named
     `PARAM:momentum_buffer`, `PARAM:exp_avg`, `PARAM:exp_avg_sq`,

@@ -91,12 +91,10 @@ inline constexpr bool isMetric(std::string_view name) {
 }
 
 /// Optimizer state that belongs to no parameter (`optim_state` without
-/// `param`): the optimizer's step count (updates taken), the learning-rate
-/// schedule's own count where the two can differ (a gradient scaler skips
-/// updates, LambdaLR steps every step), and the gradient scaler's scale
-/// (f32; zero stands for its initial scale) and growth tracker (i32).
+/// `param`): the optimizer's step count (updates taken, which a
+/// learning-rate schedule follows), and the gradient scaler's scale (f32;
+/// zero stands for its initial scale) and growth tracker (i32).
 inline constexpr std::string_view kStateStepCount = "optim:step";
-inline constexpr std::string_view kStateScheduleStep = "lr_scheduler:step";
 inline constexpr std::string_view kStateScale = "scaler:scale";
 inline constexpr std::string_view kStateGrowthTracker = "scaler:growth_tracker";
 
