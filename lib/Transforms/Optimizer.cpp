@@ -661,29 +661,26 @@ Value Optimizer::clipCoefficient(aten::ATenBuilder &b, ModuleOp module,
   return coef;
 }
 
-Value Optimizer::placed(Value v, bool host) {
-  if (host == scalarsOnHost)
-    return v;
-  if (host)
-    return onHost(v);
-  Value &copy = deviceCopies[v];
+/// `v` copied by a `CopyOp` (to the host or the device) once, right after
+/// it; `copies` remembers the copy.
+template <typename CopyOp>
+static Value copiedOnce(Value v, llvm::DenseMap<Value, Value> &copies) {
+  Value &copy = copies[v];
   if (!copy) {
     OpBuilder b(v.getContext());
     b.setInsertionPointAfterValue(v);
-    copy = ToDeviceOp::create(b, v.getLoc(), v);
+    copy = CopyOp::create(b, v.getLoc(), v);
   }
   return copy;
 }
 
-Value Optimizer::onHost(Value v) {
-  Value &copy = hostCopies[v];
-  if (!copy) {
-    OpBuilder b(v.getContext());
-    b.setInsertionPointAfterValue(v);
-    copy = ToHostOp::create(b, v.getLoc(), v);
-  }
-  return copy;
+Value Optimizer::placed(Value v, bool host) {
+  if (host == scalarsOnHost)
+    return v;
+  return host ? onHost(v) : copiedOnce<ToDeviceOp>(v, deviceCopies);
 }
+
+Value Optimizer::onHost(Value v) { return copiedOnce<ToHostOp>(v, hostCopies); }
 
 LogicalResult Optimizer::scaleSeed(func::FuncOp func) {
   // One seed per micro-batch (fsdp-grad-accum copies it).
