@@ -30,6 +30,16 @@ namespace {
 
 StringRef toRef(std::string_view name) { return {name.data(), name.size()}; }
 
+/// The sum of `v` over `group`, started and waited at once.
+static Value allReduceSum(OpBuilder &b, Location loc, Value v,
+                          CommGroup group) {
+  MLIRContext *ctx = b.getContext();
+  auto start = AllReduceStartOp::create(
+      b, loc, FutureType::get(ctx, cast<RankedTensorType>(v.getType())), v,
+      CommGroupAttr::get(ctx, group), ReduceOpAttr::get(ctx, ReduceOp::sum));
+  return WaitOp::create(b, loc, v.getType(), start.getResult());
+}
+
 struct Optimizer : fsdp::impl::OptimizerBase<Optimizer> {
   using Base::Base;
 
@@ -224,8 +234,7 @@ void Optimizer::updateParam(OpBuilder &b, GradOp grad, Value updated,
   // hands back whole.
   if (skip)
     updated = aten::ATenBuilder(b, loc).call(
-        "aten::where.self", {flat->hasAttr(kHostAttr) ? hostSkip : skip, old,
-                             updated},
+        "aten::where.self", {skip, old, updated},
         updated.getType());
   auto start = AllGatherStartOp::create(
       b, loc, FutureType::get(ctx, fullType), updated, grad.getParamAttr(),
@@ -597,7 +606,6 @@ LogicalResult Optimizer::run(ModuleOp module) {
 Value Optimizer::clipCoefficient(aten::ATenBuilder &b, ModuleOp module,
                                  ArrayRef<GradOp> grads, GradOp last) {
   OpBuilder &ob = b.builder();
-  MLIRContext *ctx = module.getContext();
   auto f32 = RankedTensorType::get({}, ob.getF32Type());
   // torch.linalg.vector_norm(g, 2) of each gradient where it is complete,
   // in f32: a rank's shards of the flat parameters apart from whole
@@ -638,13 +646,8 @@ Value Optimizer::clipCoefficient(aten::ATenBuilder &b, ModuleOp module,
     Value sq = b.call("aten::pow.Tensor_Scalar",
                       {normOfNorms(shardedNorms), b.f64(2.0)}, f32);
     auto groupSize = module->getAttrOfType<IntegerAttr>("fsdp.shard_group_size");
-    if (groupSize && groupSize.getInt() > 1) {
-      auto start = AllReduceStartOp::create(
-          ob, last.getLoc(), FutureType::get(ctx, f32), sq,
-          CommGroupAttr::get(ctx, CommGroup::shard),
-          ReduceOpAttr::get(ctx, ReduceOp::sum));
-      sq = WaitOp::create(ob, last.getLoc(), f32, start.getResult());
-    }
+    if (groupSize && groupSize.getInt() > 1)
+      sq = allReduceSum(ob, last.getLoc(), sq, CommGroup::shard);
     if (!wholeNorms.empty())
       sq = b.add(sq, b.call("aten::pow.Tensor_Scalar",
                             {normOfNorms(wholeNorms), b.f64(2.0)}, f32));
@@ -748,7 +751,6 @@ void Optimizer::unscale(aten::ATenBuilder &b, GradOp grad) {
 void Optimizer::decideSkip(aten::ATenBuilder &b, ModuleOp module) {
   OpBuilder &ob = b.builder();
   MLIRContext *ctx = module.getContext();
-  auto f32 = RankedTensorType::get({}, Float32Type::get(ctx));
   auto i1 = RankedTensorType::get({}, IntegerType::get(ctx, 1));
   // The host's count joins the device's, where the all-reduce runs.
   Value found = foundDevice;
@@ -759,13 +761,8 @@ void Optimizer::decideSkip(aten::ATenBuilder &b, ModuleOp module) {
   // ShardedGradScaler: found_inf summed over every rank, so that all skip
   // together.
   auto world = module->getAttrOfType<IntegerAttr>("fsdp.world_size");
-  if (world && world.getInt() > 1) {
-    auto start = AllReduceStartOp::create(
-        ob, b.getLoc(), FutureType::get(ctx, f32), found,
-        CommGroupAttr::get(ctx, CommGroup::world),
-        ReduceOpAttr::get(ctx, ReduceOp::sum));
-    found = WaitOp::create(ob, b.getLoc(), f32, start.getResult());
-  }
+  if (world && world.getInt() > 1)
+    found = allReduceSum(ob, b.getLoc(), found, CommGroup::world);
   skip = b.call("aten::ge.Scalar", {found, b.f64(1.0)}, i1);
   if (offloaded)
     hostSkip = ToHostOp::create(ob, b.getLoc(), skip);
