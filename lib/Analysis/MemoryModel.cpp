@@ -883,9 +883,9 @@ FailureOr<MemoryPrediction> Simulation::run() {
     return step.emitOpError("must be a single block to predict its memory");
   Block &body = step.getBody().front();
   order.emplace(body);
-  if (auto w = module->getAttrOfType<IntegerAttr>("fsdp.world_size"))
+  if (auto w = module->getAttrOfType<IntegerAttr>(kWorldSizeAttr))
     worldSize = w.getInt();
-  if (auto g = module->getAttrOfType<IntegerAttr>("fsdp.shard_group_size"))
+  if (auto g = module->getAttrOfType<IntegerAttr>(kShardGroupSizeAttr))
     shardGroupSize = g.getInt();
 
   for (Operation &op : body) {

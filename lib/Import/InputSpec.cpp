@@ -1,6 +1,7 @@
 //===- InputSpec.cpp - `--input` specs and file recognition ----------------===//
 
 #include "fsdp/Import/InputSpec.h"
+#include "fsdp/Target/Plan/PlanTypes.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/STLExtras.h"
@@ -11,23 +12,12 @@
 
 using namespace fsdp;
 
-/// The dtypes an input spec names, and their element types.
-static const std::pair<const char *, mlir::Type (*)(mlir::MLIRContext *)>
-    kDtypes[] = {
-        {"f32", [](mlir::MLIRContext *c) -> mlir::Type { return mlir::Float32Type::get(c); }},
-        {"f16", [](mlir::MLIRContext *c) -> mlir::Type { return mlir::Float16Type::get(c); }},
-        {"bf16", [](mlir::MLIRContext *c) -> mlir::Type { return mlir::BFloat16Type::get(c); }},
-        {"f64", [](mlir::MLIRContext *c) -> mlir::Type { return mlir::Float64Type::get(c); }},
-        {"i64", [](mlir::MLIRContext *c) -> mlir::Type { return mlir::IntegerType::get(c, 64); }},
-        {"i32", [](mlir::MLIRContext *c) -> mlir::Type { return mlir::IntegerType::get(c, 32); }},
-        {"i1", [](mlir::MLIRContext *c) -> mlir::Type { return mlir::IntegerType::get(c, 1); }},
-};
+/// The dtypes an input spec may name (plan dtypes, as the data holds them).
+static constexpr llvm::StringLiteral kDtypes[] = {"f32", "f16", "bf16", "f64",
+                                                  "i64", "i32", "i1"};
 
 mlir::Type InputSpec::elementType(mlir::MLIRContext *context) const {
-  for (const auto &[name, make] : kDtypes)
-    if (dtype == name)
-      return make(context);
-  return {};
+  return elementTypeNamed(dtype, context);
 }
 
 std::string InputSpec::str() const {
@@ -54,7 +44,7 @@ bool fsdp::parseInputSpec(llvm::StringRef text, InputSpec &spec,
   llvm::SmallVector<llvm::StringRef> parts;
   type.split(parts, 'x');
   llvm::StringRef dtype = parts.pop_back_val();
-  if (llvm::none_of(kDtypes, [&](const auto &d) { return dtype == d.first; }))
+  if (!llvm::is_contained(kDtypes, dtype))
     return fail("unknown dtype '" + dtype + "'");
   spec.name = name.str();
   spec.dtype = dtype.str();

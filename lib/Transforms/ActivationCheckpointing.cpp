@@ -45,7 +45,7 @@ FailureOr<SmallVector<std::string>>
 ActivationCheckpointing::regions(ModuleOp module) {
   // The module tree: (path, class) in preorder.
   SmallVector<std::pair<std::string, std::string>> tree;
-  if (auto modules = module->getAttrOfType<ArrayAttr>("fsdp.modules"))
+  if (auto modules = module->getAttrOfType<ArrayAttr>(kModulesAttr))
     for (Attribute entry : modules)
       if (auto pair = dyn_cast<ArrayAttr>(entry); pair && pair.size() == 2)
         tree.push_back({cast<StringAttr>(pair[0]).getValue().str(),
@@ -54,7 +54,7 @@ ActivationCheckpointing::regions(ModuleOp module) {
   if (allUnits) {
     bool anyUnit = false;
     for (auto param : module.getOps<ParamOp>())
-      if (auto unit = param->getAttrOfType<StringAttr>("fsdp.unit")) {
+      if (auto unit = param->getAttrOfType<StringAttr>(kUnitAttr)) {
         anyUnit = true;
         if (!unit.getValue().empty())
           chosen.insert(unit.getValue());
@@ -152,7 +152,7 @@ void ActivationCheckpointing::checkpoint(Block &body, Operation *seed,
   OpBuilder builder(calls.front());
   Location loc = calls.front()->getLoc();
   auto saved = aten::RngStateOp::create(builder, loc, stateType);
-  saved->setAttr("fsdp.checkpoint", builder.getStringAttr(region));
+  saved->setAttr(kCheckpointAttr, builder.getStringAttr(region));
 
   builder.setInsertionPoint(firstUse);
   auto current = aten::RngStateOp::create(builder, loc, stateType);
@@ -160,7 +160,7 @@ void ActivationCheckpointing::checkpoint(Block &body, Operation *seed,
   IRMapping mapping;
   for (Operation *op : calls) {
     Operation *copy = builder.clone(*op, mapping);
-    copy->setAttr("fsdp.recompute", builder.getStringAttr(region));
+    copy->setAttr(kRecomputeAttr, builder.getStringAttr(region));
   }
   aten::SetRngStateOp::create(builder, loc, current.getState());
 

@@ -51,7 +51,7 @@ LogicalResult AppendLoss::run(ModuleOp module) {
   // Targets: the option's, else those the model file stored.
   std::vector<std::string> texts(targets.begin(), targets.end());
   if (texts.empty())
-    if (auto stored = module->getAttrOfType<ArrayAttr>("fsdp.targets"))
+    if (auto stored = module->getAttrOfType<ArrayAttr>(kTargetsAttr))
       for (Attribute a : stored)
         if (auto s = dyn_cast<StringAttr>(a))
           texts.push_back(s.str());
@@ -77,7 +77,7 @@ LogicalResult AppendLoss::run(ModuleOp module) {
   Block &body = forward.getBody().front();
   for (const InputSpec &spec : specs)
     for (unsigned i = 0; i < forward.getNumArguments(); ++i)
-      if (auto name = forward.getArgAttrOfType<StringAttr>(i, "fsdp.name");
+      if (auto name = forward.getArgAttrOfType<StringAttr>(i, kNameAttr);
           name && name.getValue() == spec.name)
         return module.emitError("target '")
                << spec.name << "' has the name of an input of the model";
@@ -139,7 +139,7 @@ LogicalResult AppendLoss::run(ModuleOp module) {
   inputs.append(targetTypes);
   forward.setType(builder.getFunctionType(inputs, {lossValue.getType()}));
   for (auto [k, spec] : llvm::enumerate(specs))
-    forward.setArgAttr(firstTarget + k, "fsdp.name",
+    forward.setArgAttr(firstTarget + k, kNameAttr,
                        builder.getStringAttr(spec.name));
   forward.setSymName("train_step");
   return success();

@@ -47,7 +47,7 @@ struct AutoWrap : fsdp::impl::AutoWrapBase<AutoWrap> {
 };
 
 LogicalResult AutoWrap::readTree(ModuleOp module) {
-  auto modules = module->getAttrOfType<ArrayAttr>("fsdp.modules");
+  auto modules = module->getAttrOfType<ArrayAttr>(kModulesAttr);
   if (!modules)
     return module.emitError("has no module tree (fsdp.modules): auto-wrap "
                             "needs a module imported from TorchScript");
@@ -191,16 +191,16 @@ LogicalResult AutoWrap::run(ModuleOp module) {
   for (ParamOp p : params) {
     StringRef owner = p.getModulePath();
     if (ignored(owner)) {
-      p->setAttr("fsdp.ignored", b.getUnitAttr());
-      p->removeAttr("fsdp.unit");
+      p->setAttr(kIgnoredAttr, b.getUnitAttr());
+      p->removeAttr(kUnitAttr);
       continue;
     }
     // The innermost unit around the owner.
     int index = byPath.lookup(owner);
     while (index != 0 && !units.contains(tree[index].path))
       index = tree[index].parent;
-    p->setAttr("fsdp.unit", b.getStringAttr(tree[index].path));
-    p->removeAttr("fsdp.ignored");
+    p->setAttr(kUnitAttr, b.getStringAttr(tree[index].path));
+    p->removeAttr(kIgnoredAttr);
   }
   return success();
 }

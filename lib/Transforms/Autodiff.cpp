@@ -54,7 +54,7 @@ std::string fsdp::describeModule(Operation *op) {
   std::string path = *named;
   std::string text = "'" + path + "'";
   auto top = op->getParentOfType<ModuleOp>();
-  if (auto modules = top ? top->getAttrOfType<ArrayAttr>("fsdp.modules")
+  if (auto modules = top ? top->getAttrOfType<ArrayAttr>(kModulesAttr)
                          : ArrayAttr())
     for (Attribute entry : modules) {
       auto pair = dyn_cast<ArrayAttr>(entry);

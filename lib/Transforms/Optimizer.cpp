@@ -645,7 +645,7 @@ Value Optimizer::clipCoefficient(aten::ATenBuilder &b, ModuleOp module,
     // whole gradients' (counted once), ** 0.5.
     Value sq = b.call("aten::pow.Tensor_Scalar",
                       {normOfNorms(shardedNorms), b.f64(2.0)}, f32);
-    auto groupSize = module->getAttrOfType<IntegerAttr>("fsdp.shard_group_size");
+    auto groupSize = module->getAttrOfType<IntegerAttr>(kShardGroupSizeAttr);
     if (groupSize && groupSize.getInt() > 1)
       sq = allReduceSum(ob, last.getLoc(), sq, CommGroup::shard);
     if (!wholeNorms.empty())
@@ -760,7 +760,7 @@ void Optimizer::decideSkip(aten::ATenBuilder &b, ModuleOp module) {
   }
   // ShardedGradScaler: found_inf summed over every rank, so that all skip
   // together.
-  auto world = module->getAttrOfType<IntegerAttr>("fsdp.world_size");
+  auto world = module->getAttrOfType<IntegerAttr>(kWorldSizeAttr);
   if (world && world.getInt() > 1)
     found = allReduceSum(ob, b.getLoc(), found, CommGroup::world);
   skip = b.call("aten::ge.Scalar", {found, b.f64(1.0)}, i1);

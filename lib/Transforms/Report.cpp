@@ -36,8 +36,8 @@ std::string fsdp::formatBytes(int64_t bytes) {
 }
 
 void fsdp::printFSDPReport(ModuleOp module, raw_ostream &os) {
-  auto world = module->getAttrOfType<IntegerAttr>("fsdp.world_size");
-  auto group = module->getAttrOfType<IntegerAttr>("fsdp.shard_group_size");
+  auto world = module->getAttrOfType<IntegerAttr>(kWorldSizeAttr);
+  auto group = module->getAttrOfType<IntegerAttr>(kShardGroupSizeAttr);
   auto sharding = module->getAttrOfType<ShardingStrategyAttr>(kShardingAttr);
   if (!world || !group || !sharding) {
     os << "fsdp report: the module is not sharded (no fsdp-shard)\n";
@@ -219,7 +219,7 @@ FailureOr<MemoryReport> fsdp::predictMemoryReport(ModuleOp module,
     return failure();
   MemoryReport report;
   report.prediction = std::move(*prediction);
-  if (auto world = module->getAttrOfType<IntegerAttr>("fsdp.world_size"))
+  if (auto world = module->getAttrOfType<IntegerAttr>(kWorldSizeAttr))
     report.worldSize = world.getInt();
   if (Operation *op = report.prediction.peakOp) {
     if (auto call = dyn_cast<aten::CallOp>(op)) {

@@ -10,6 +10,7 @@
 
 #include "fsdp/Analysis/StepAnalysis.h"
 #include "fsdp/Dialect/ATen/IR/ATenBuilder.h"
+#include "fsdp/Target/Plan/PlanTypes.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -111,15 +112,13 @@ LogicalResult Shard::checkOptions(ModuleOp module) {
     return module.emitError("unknown sharding strategy '")
            << sharding << "': expected " << kShardingStrategies;
   MLIRContext *ctx = module.getContext();
-  if (reduceDtype == "bf16")
-    reduceElement = BFloat16Type::get(ctx);
-  else if (reduceDtype == "f16")
-    reduceElement = Float16Type::get(ctx);
-  else if (reduceDtype == "f32")
-    reduceElement = Float32Type::get(ctx);
-  else if (!reduceDtype.empty())
-    return module.emitError("unknown reduce dtype '")
-           << reduceDtype << "': expected bf16, f16 or f32";
+  if (!reduceDtype.empty()) {
+    StringRef name = reduceDtype;
+    if (name != "bf16" && name != "f16" && name != "f32")
+      return module.emitError("unknown reduce dtype '")
+             << reduceDtype << "': expected bf16, f16 or f32";
+    reduceElement = elementTypeNamed(name, ctx);
+  }
   bool offloads = offloadParams || !offloadUnits.empty() ||
                   !offloadOptimUnits.empty();
   if (offloads && (strategy == Strategy::OSS ||
@@ -386,11 +385,11 @@ LogicalResult Shard::run(ModuleOp module) {
   for (ParamOp p : module.getOps<ParamOp>()) {
     if (!grads.count(p.getSymNameAttr()))
       continue; // never updated: stays whole
-    if (p->hasAttr("fsdp.ignored")) {
+    if (p->hasAttr(kIgnoredAttr)) {
       ignored.push_back(p);
       continue;
     }
-    auto unitAttr = p->getAttrOfType<StringAttr>("fsdp.unit");
+    auto unitAttr = p->getAttrOfType<StringAttr>(kUnitAttr);
     StringRef path = unitAttr ? unitAttr.getValue() : StringRef();
     Unit &unit = units[path];
     unit.path = path.str();
@@ -566,8 +565,8 @@ LogicalResult Shard::run(ModuleOp module) {
     finish.second(end);
 
   Builder b(ctx);
-  module->setAttr("fsdp.world_size", b.getI64IntegerAttr(worldSize));
-  module->setAttr("fsdp.shard_group_size", b.getI64IntegerAttr(groupSize));
+  module->setAttr(kWorldSizeAttr, b.getI64IntegerAttr(worldSize));
+  module->setAttr(kShardGroupSizeAttr, b.getI64IntegerAttr(groupSize));
   module->setAttr(kShardingAttr, ShardingStrategyAttr::get(ctx, strategy));
   return success();
 }

@@ -49,8 +49,8 @@ struct VerifyPlan : fsdp::impl::VerifyPlanBase<VerifyPlan> {
 };
 
 LogicalResult VerifyPlan::checkGroups(ModuleOp module) {
-  auto world = module->getAttrOfType<IntegerAttr>("fsdp.world_size");
-  auto group = module->getAttrOfType<IntegerAttr>("fsdp.shard_group_size");
+  auto world = module->getAttrOfType<IntegerAttr>(kWorldSizeAttr);
+  auto group = module->getAttrOfType<IntegerAttr>(kShardGroupSizeAttr);
   auto flats = module.getOps<FlatParamOp>();
   if (!world || !group) {
     if (!flats.empty())

@@ -361,6 +361,18 @@ struct FSDPSettings {
 };
 static FSDPSettings fsdpSettings;
 
+/// The plan's name (PlanSchema.h) of a MixedPrecision dtype (bf16, fp16,
+/// fp32); "" for "" (the default).
+static std::string planDtypeName(llvm::StringRef dtype) {
+  if (dtype == "fp16")
+    return std::string(fsdp::plan::info(fsdp::plan::DType::F16).name);
+  if (dtype == "fp32")
+    return std::string(fsdp::plan::info(fsdp::plan::DType::F32).name);
+  if (dtype == "bf16")
+    return std::string(fsdp::plan::info(fsdp::plan::DType::BF16).name);
+  return "";
+}
+
 static bool given(const llvm::cl::Option &o) { return o.getNumOccurrences() > 0; }
 
 /// Dynamic loss scaling: as asked, else with fp16 parameters (as
@@ -759,12 +771,7 @@ static void setFSDPOptions(fsdp::FSDPPipelineOptions &options) {
   options.shardGroupSize = s.shardGroupSize;
   options.hybridReduction = s.hybridReduction;
   // The plan's name for the reduce dtype; empty: the gradient's own.
-  if (s.reduceDtype == "bf16")
-    options.reduceDtype = "bf16";
-  else if (s.reduceDtype == "fp16")
-    options.reduceDtype = "f16";
-  else if (s.reduceDtype == "fp32")
-    options.reduceDtype = "f32";
+  options.reduceDtype = planDtypeName(s.reduceDtype);
   options.offloadParams = s.offloadParams;
   const auto &units =
       s.offloadChoice ? s.offloadChoice->paramUnits : s.offloadUnits;
@@ -874,12 +881,12 @@ static LogicalResult runOnTorchScript(const std::string &inputFilename,
   }
   // Mixed precision: the importer types the step in the compute dtypes.
   if (fsdpSettings.enabled) {
-    // fsdp-opt's dtype names (MixedPrecision's) are the importer's but
-    // for fp16, which it calls f16.
+    // The importer types the step in reduced precision only (fp32 is the
+    // model's own).
     for (auto [from, to] : {std::pair(&fsdpSettings.paramDtype, &options.paramDtype),
                             std::pair(&fsdpSettings.bufferDtype, &options.bufferDtype)})
-      if (*from == "bf16" || *from == "fp16")
-        *to = *from == "fp16" ? "f16" : "bf16";
+      if (*from != "fp32")
+        *to = planDtypeName(*from);
     if (!isTorchScript &&
         (!options.paramDtype.empty() || !options.bufferDtype.empty())) {
       llvm::errs() << "error: --param-dtype and --buffer-dtype apply when "

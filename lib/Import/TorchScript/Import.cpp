@@ -18,6 +18,7 @@
 #include "fsdp/Dialect/ATen/IR/ATenBuilder.h"
 #include "fsdp/Dialect/ATen/IR/ATenDialect.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "fsdp/Target/Plan/PlanTypes.h"
 #include "fsdp/runtime/ModelArchive.h"
 #include "fsdp/runtime/TorchCompat.h"
 
@@ -574,7 +575,7 @@ void Importer::declareState(const jit::Module &root) {
     for (const auto &b : m.named_buffers(/*recurse=*/false))
       declare(named.name, m, b.name, b.value, /*isParam=*/false);
   }
-  module->setAttr("fsdp.modules", builder.getArrayAttr(modules));
+  module->setAttr(kModulesAttr, builder.getArrayAttr(modules));
 }
 
 Value Importer::stateValue(const std::string &fqn, Location loc) {
@@ -1875,11 +1876,9 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
   TimingScope noTiming;
   TimingScope &timing = options.timing ? *options.timing : noTiming;
   auto computeType = [&](const std::string &name) -> Type {
-    if (name == "bf16")
-      return BFloat16Type::get(context);
-    if (name == "f16")
-      return Float16Type::get(context);
-    return Type();
+    if (name != "bf16" && name != "f16")
+      return Type();
+    return elementTypeNamed(name, context);
   };
   paramDtype = computeType(options.paramDtype);
   bufferDtype = computeType(options.bufferDtype);
@@ -1988,7 +1987,7 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
       SmallVector<Attribute> targets;
       for (const std::string &t : storedTargets)
         targets.push_back(builder.getStringAttr(t));
-      module->setAttr("fsdp.targets", builder.getArrayAttr(targets));
+      module->setAttr(kTargetsAttr, builder.getArrayAttr(targets));
     }
     builder.setInsertionPointToEnd(module.getBody());
     declareState(root);
@@ -2069,7 +2068,7 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
         fileLoc, "forward", builder.getFunctionType(inputTypes, {}));
     Block *entry = func.addEntryBlock();
     for (size_t i = 0; i < inputNames.size(); ++i)
-      func.setArgAttr(i, "fsdp.name", builder.getStringAttr(inputNames[i]));
+      func.setArgAttr(i, kNameAttr, builder.getStringAttr(inputNames[i]));
     builder.setInsertionPointToEnd(entry);
     size_t nextArg = 0;
     for (auto &[value, abs] : bound) {

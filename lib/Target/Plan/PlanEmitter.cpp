@@ -1,6 +1,7 @@
 //===- PlanEmitter.cpp - the plan file, compiler side ----------------------===//
 
 #include "fsdp/Target/Plan/PlanEmitter.h"
+#include "fsdp/Target/Plan/PlanTypes.h"
 
 #include "fsdp/Analysis/StepAnalysis.h"
 #include "fsdp/Dialect/ATen/IR/ATenDialect.h"
@@ -27,7 +28,11 @@ static std::string groupName(CommGroup group) {
   llvm_unreachable("every group has a name");
 }
 
-/// The plan's element type of an MLIR element type.
+/// The plan's name of an instruction kind: the runtime's.
+static std::string kindName(plan::InstKind kind) {
+  return std::string(plan::name(kind));
+}
+
 /// The element type of the state `op` (an fsdp.get or fsdp.update) names.
 template <typename StateOp> static Type stateElement(StateOp op) {
   Operation *symbol =
@@ -42,31 +47,6 @@ template <typename StateOp> static Type stateElement(StateOp op) {
   else if (auto flat = dyn_cast_or_null<FlatParamOp>(symbol))
     return flat.getElementType();
   return type ? cast<ShapedType>(type).getElementType() : Type();
-}
-
-static std::optional<plan::DType> planDType(Type type) {
-  using plan::DType;
-  if (type.isF32())
-    return DType::F32;
-  if (type.isF64())
-    return DType::F64;
-  if (type.isF16())
-    return DType::F16;
-  if (type.isBF16())
-    return DType::BF16;
-  if (type.isUnsignedInteger(8))
-    return DType::UI8;
-  if (type.isSignlessInteger(1))
-    return DType::I1;
-  if (type.isSignlessInteger(8))
-    return DType::I8;
-  if (type.isSignlessInteger(16))
-    return DType::I16;
-  if (type.isSignlessInteger(32))
-    return DType::I32;
-  if (type.isSignlessInteger(64))
-    return DType::I64;
-  return std::nullopt;
 }
 
 std::string fsdp::dtypeName(Type type) {
@@ -322,7 +302,7 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
     if (failed(type))
       return failure();
     json::Object entry = std::move(*type->getAsObject());
-    auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "fsdp.name");
+    auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
     entry["name"] = name ? name.getValue().str()
                          : "arg" + std::to_string(arg.getArgNumber());
     entry["slot"] = slot(arg);
@@ -351,14 +331,14 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
   for (Operation &op : body) {
     json::Object inst;
     if (auto get = dyn_cast<GetOp>(op)) {
-      inst["kind"] = "get";
+      inst["kind"] = kindName(plan::InstKind::Get);
       inst["state"] = get.getName();
       inst["result"] = slot(get.getResult());
       // Mixed precision: a read rounded to the compute type.
       if (Type elem = get.getType().getElementType(); elem != stateElement(get))
         inst["dtype"] = dtypeName(elem);
     } else if (auto update = dyn_cast<UpdateOp>(op)) {
-      inst["kind"] = "update";
+      inst["kind"] = kindName(plan::InstKind::Update);
       inst["state"] = update.getName();
       inst["value"] = slot(update.getValue());
       // Mixed precision: a value in the compute type, widened.
@@ -371,7 +351,7 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
       if (!dense || failed(type))
         return op.emitOpError("needs a dense value to become a plan constant");
       inst = std::move(*type->getAsObject());
-      inst["kind"] = "constant";
+      inst["kind"] = kindName(plan::InstKind::Constant);
       // Raw little-endian bytes, one element after another (booleans one
       // byte each), so that every value, -inf included, is exact.
       std::string bytes;
@@ -389,7 +369,7 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
       inst["hex"] = llvm::toHex(bytes, /*LowerCase=*/true);
       inst["result"] = slot(constant.getResult());
     } else if (auto call = dyn_cast<aten::CallOp>(op)) {
-      inst["kind"] = "call";
+      inst["kind"] = kindName(plan::InstKind::Call);
       inst["op"] = call.getOverload();
       if (std::string where = describeLocation(call.getLoc()); !where.empty())
         inst["loc"] = where;
@@ -411,13 +391,13 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
     } else if (auto rng = dyn_cast<aten::RngStateOp>(op)) {
       if (failed(typeJson(&op, rng.getType())))
         return failure();
-      inst["kind"] = "rng_state";
+      inst["kind"] = kindName(plan::InstKind::RngState);
       inst["result"] = slot(rng.getState());
     } else if (auto set = dyn_cast<aten::SetRngStateOp>(op)) {
-      inst["kind"] = "set_rng_state";
+      inst["kind"] = kindName(plan::InstKind::SetRngState);
       inst["state"] = slot(set.getState());
     } else if (auto backward = dyn_cast<aten::AutogradBackwardOp>(op)) {
-      inst["kind"] = "autograd_backward";
+      inst["kind"] = kindName(plan::InstKind::AutogradBackward);
       inst["op"] = backward.getOverload();
       if (std::string where = describeLocation(backward.getLoc());
           !where.empty())
@@ -448,13 +428,13 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
       inst["wrt"] = std::move(wrt);
       inst["results"] = std::move(results);
     } else if (auto gather = dyn_cast<AllGatherStartOp>(op)) {
-      inst["kind"] = "all_gather";
+      inst["kind"] = kindName(plan::InstKind::AllGather);
       inst["unit"] = gather.getUnit();
       inst["group"] = groupName(gather.getGroup());
       inst["input"] = slot(gather.getShard());
       inst["result"] = slot(gather.getFuture());
     } else if (auto scatter = dyn_cast<ReduceScatterStartOp>(op)) {
-      inst["kind"] = "reduce_scatter";
+      inst["kind"] = kindName(plan::InstKind::ReduceScatter);
       inst["unit"] = scatter.getUnit();
       inst["group"] = groupName(scatter.getGroup());
       if (std::optional<CommGroup> across = scatter.getAcross())
@@ -463,7 +443,7 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
       inst["input"] = slot(scatter.getInput());
       inst["result"] = slot(scatter.getFuture());
     } else if (auto reduce = dyn_cast<AllReduceStartOp>(op)) {
-      inst["kind"] = "all_reduce";
+      inst["kind"] = kindName(plan::InstKind::AllReduce);
       inst["group"] = groupName(reduce.getGroup());
       inst["reduce"] = stringifyReduceOp(reduce.getReduce());
       inst["input"] = slot(reduce.getInput());
@@ -473,7 +453,7 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
       if (failed(type))
         return failure();
       inst = std::move(*type->getAsObject());
-      inst["kind"] = "wait";
+      inst["kind"] = kindName(plan::InstKind::Wait);
       inst["future"] = slot(wait.getFuture());
       inst["result"] = slot(wait.getResult());
     } else if (auto local = dyn_cast<LocalShardOp>(op)) {
@@ -481,25 +461,26 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
       if (failed(type))
         return failure();
       inst = std::move(*type->getAsObject());
-      inst["kind"] = "local_shard";
+      inst["kind"] = kindName(plan::InstKind::LocalShard);
       inst["unit"] = local.getUnit();
       inst["group"] = groupName(local.getGroup());
       inst["buffer"] = slot(local.getBuffer());
       inst["result"] = slot(local.getResult());
     } else if (isa<ToDeviceOp, ToHostOp>(op)) {
       // CPU offload: a copy into the other memory.
-      inst["kind"] = isa<ToHostOp>(op) ? "to_host" : "to_device";
+      inst["kind"] = kindName(isa<ToHostOp>(op) ? plan::InstKind::ToHost
+                                                 : plan::InstKind::ToDevice);
       inst["input"] = slot(op.getOperand(0));
       inst["result"] = slot(op.getResult(0));
     } else if (auto free = dyn_cast<FreeOp>(op)) {
-      inst["kind"] = "free";
+      inst["kind"] = kindName(plan::InstKind::Free);
       inst["buffer"] = slot(free.getBuffer());
     } else if (auto view = dyn_cast<ViewOp>(op)) {
       FailureOr<json::Value> type = typeJson(&op, view.getType());
       if (failed(type))
         return failure();
       inst = std::move(*type->getAsObject());
-      inst["kind"] = "view";
+      inst["kind"] = kindName(plan::InstKind::View);
       inst["buffer"] = slot(view.getBuffer());
       inst["offset"] = int64_t(view.getOffset());
       inst["result"] = slot(view.getResult());
@@ -539,8 +520,8 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
      << ",\n  \"function\": " << json::Value(func.getSymName())
      << ",\n  \"num_slots\": " << slots.size() << ",\n";
   // How many ranks run the plan, and how they shard (1 and "" unsharded).
-  auto world = module->getAttrOfType<IntegerAttr>("fsdp.world_size");
-  auto group = module->getAttrOfType<IntegerAttr>("fsdp.shard_group_size");
+  auto world = module->getAttrOfType<IntegerAttr>(kWorldSizeAttr);
+  auto group = module->getAttrOfType<IntegerAttr>(kShardGroupSizeAttr);
   auto sharding = module->getAttrOfType<ShardingStrategyAttr>(kShardingAttr);
   os << "  \"world_size\": " << (world ? world.getInt() : 1)
      << ",\n  \"shard_group_size\": " << (group ? group.getInt() : 1)

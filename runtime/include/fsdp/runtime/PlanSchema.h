@@ -11,6 +11,7 @@
 #define FSDP_RUNTIME_PLANSCHEMA_H
 
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string_view>
 
@@ -73,6 +74,31 @@ inline std::optional<CommGroup> parseCommGroup(std::string_view text) {
   for (CommGroup g : {CommGroup::World, CommGroup::Shard, CommGroup::Replicate})
     if (name(g) == text)
       return g;
+  return std::nullopt;
+}
+
+/// The kinds of instruction a plan holds, with their names in the file
+/// (each instruction's "kind").
+enum class InstKind {
+  Get, Update, Constant, Call, AutogradBackward, RngState, SetRngState,
+  AllGather, ReduceScatter, AllReduce, Wait, LocalShard, ToDevice, ToHost,
+  Free, View
+};
+
+inline constexpr std::string_view kInstKindNames[] = {
+    "get",          "update",     "constant",       "call",
+    "autograd_backward", "rng_state", "set_rng_state", "all_gather",
+    "reduce_scatter", "all_reduce", "wait",          "local_shard",
+    "to_device",    "to_host",    "free",           "view"};
+
+inline constexpr std::string_view name(InstKind kind) {
+  return kInstKindNames[static_cast<int>(kind)];
+}
+
+inline std::optional<InstKind> parseInstKind(std::string_view text) {
+  for (int k = 0; k < static_cast<int>(std::size(kInstKindNames)); ++k)
+    if (kInstKindNames[k] == text)
+      return static_cast<InstKind>(k);
   return std::nullopt;
 }
 

@@ -54,6 +54,35 @@ inline constexpr llvm::StringLiteral kPrefetchAttr = "fsdp.prefetch";
 /// start (counting reduce-scatter and all-reduce starts in order).
 inline constexpr llvm::StringLiteral kWaitBeforeAttr = "fsdp.wait_before";
 
+/// The module attributes fsdp-shard records the ranks in: the world size
+/// the step is compiled for, and how many consecutive ranks shard a flat
+/// parameter (HYBRID_SHARD's group; the world otherwise); an unsharded
+/// step has neither.
+inline constexpr llvm::StringLiteral kWorldSizeAttr = "fsdp.world_size";
+inline constexpr llvm::StringLiteral kShardGroupSizeAttr =
+    "fsdp.shard_group_size";
+
+/// The module attribute the importer records the module tree in ([path,
+/// class] per module, preorder), which auto-wrap, activation checkpointing
+/// and autodiff read.
+inline constexpr llvm::StringLiteral kModulesAttr = "fsdp.modules";
+/// On a model state op (a parameter): the FSDP unit (a module path) it is
+/// flattened into, set by fsdp-auto-wrap; or, kIgnoredAttr, that it belongs
+/// to an ignored module and stays unsharded.
+inline constexpr llvm::StringLiteral kUnitAttr = "fsdp.unit";
+inline constexpr llvm::StringLiteral kIgnoredAttr = "fsdp.ignored";
+/// The module attribute the importer records a traced loss's target inputs
+/// in, which fsdp-append-loss reads.
+inline constexpr llvm::StringLiteral kTargetsAttr = "fsdp.targets";
+/// An argument attribute of the step function: the input's name in the
+/// data (and the plan's `inputs`).
+inline constexpr llvm::StringLiteral kNameAttr = "fsdp.name";
+/// Activation checkpointing: on the RNG state a region saves before its
+/// forward (kCheckpointAttr) and on the backward's recomputed copies of its
+/// ops (kRecomputeAttr), the region's module path.
+inline constexpr llvm::StringLiteral kCheckpointAttr = "fsdp.checkpoint";
+inline constexpr llvm::StringLiteral kRecomputeAttr = "fsdp.recompute";
+
 /// The module attribute a sharded step carries its strategy in (a
 /// ShardingStrategyAttr), set by fsdp-shard.
 inline constexpr llvm::StringLiteral kShardingAttr = "fsdp.sharding";
