@@ -323,7 +323,7 @@ static c10::IValue scalarArg(const json &arg, const c10::TypePtr &type,
 /// operator writes (by its schema's alias annotations) must be one the plan
 /// says it writes, so that the executor copies it first.
 static void checkCallIsContained(const c10::FunctionSchema &schema,
-                                 const Instruction &inst,
+                                 const inst::Call &call,
                                  const std::string &where) {
   if (schema.name().rfind("aten::", 0) != 0)
     throw Error(where + ": only ATen operators (aten::) run from a plan");
@@ -352,12 +352,24 @@ static void checkCallIsContained(const c10::FunctionSchema &schema,
       throw Error(where + ": writes its argument '" +
                   schema.arguments()[a].name() + "', a list, which a plan "
                   "cannot say");
-    if (!std::count(inst.mutates.begin(), inst.mutates.end(),
+    if (!std::count(call.mutates.begin(), call.mutates.end(),
                     static_cast<int64_t>(a)))
       throw Error(where + ": writes its argument '" +
                   schema.arguments()[a].name() + "' (#" + std::to_string(a) +
                   "), which the plan's 'mutates' does not list");
   }
+}
+
+/// The future slot a collective start defines; nullopt for any other
+/// instruction.
+static std::optional<int64_t> collectiveFuture(const Instruction &inst) {
+  if (const auto *gather = inst.as<inst::AllGather>())
+    return gather->result;
+  if (const auto *scatter = inst.as<inst::ReduceScatter>())
+    return scatter->result;
+  if (const auto *reduce = inst.as<inst::AllReduce>())
+    return reduce->result;
+  return std::nullopt;
 }
 
 Executor::Executor(const Plan &plan, Communicator *comm)
@@ -375,15 +387,13 @@ Executor::Executor(const Plan &plan, Communicator *comm)
   std::map<int64_t, size_t> startBySlot;
   for (size_t i = 0; i < plan.instructions.size(); ++i) {
     const Instruction &inst = plan.instructions[i];
-    if (inst.kind == InstKind::AllGather ||
-        inst.kind == InstKind::ReduceScatter ||
-        inst.kind == InstKind::AllReduce)
-      startBySlot[inst.result] = i;
-    if (inst.kind == InstKind::Wait) {
-      auto it = startBySlot.find(inst.input);
+    if (std::optional<int64_t> future = collectiveFuture(inst))
+      startBySlot[*future] = i;
+    if (const auto *wait = inst.as<inst::Wait>()) {
+      auto it = startBySlot.find(wait->future);
       if (it == startBySlot.end())
         throw Error("plan instruction #" + std::to_string(i) +
-                    " waits on slot " + std::to_string(inst.input) +
+                    " waits on slot " + std::to_string(wait->future) +
                     ", which no collective started");
       startOf[i] = it->second;
     }
@@ -392,11 +402,13 @@ Executor::Executor(const Plan &plan, Communicator *comm)
   constants.resize(plan.instructions.size());
   for (size_t i = 0; i < plan.instructions.size(); ++i) {
     const Instruction &inst = plan.instructions[i];
-    if (inst.kind == InstKind::Constant) {
+    if (const auto *constant = inst.as<inst::Constant>()) {
+      const std::string &hex = constant->hex;
       std::string bytes;
-      for (size_t k = 0; k + 1 < inst.hex.size(); k += 2)
-        bytes.push_back(static_cast<char>(std::stoi(inst.hex.substr(k, 2), nullptr, 16)));
-      at::Tensor t = at::empty(inst.type.shape, at::TensorOptions().dtype(inst.type.dtype));
+      for (size_t k = 0; k + 1 < hex.size(); k += 2)
+        bytes.push_back(static_cast<char>(std::stoi(hex.substr(k, 2), nullptr, 16)));
+      at::Tensor t = at::empty(constant->type.shape,
+                               at::TensorOptions().dtype(constant->type.dtype));
       if (static_cast<size_t>(t.nbytes()) != bytes.size())
         throw Error("plan constant #" + std::to_string(i) + " holds " +
                     std::to_string(bytes.size()) + " bytes, expected " +
@@ -405,29 +417,31 @@ Executor::Executor(const Plan &plan, Communicator *comm)
       constants[i] = t;
       continue;
     }
-    if (inst.kind != InstKind::Call && inst.kind != InstKind::AutogradBackward)
+    const inst::Call *planned = inst.call();
+    if (!planned)
       continue;
+    const auto *backward = inst.as<inst::AutogradBackward>();
     std::string where = "instruction #" + std::to_string(i) + " (" +
-                        (inst.kind == InstKind::AutogradBackward
-                             ? "autograd backward of "
-                             : "") +
-                        inst.op + ")";
-    auto dot = inst.op.find('.');
-    std::string name = inst.op.substr(0, dot);
-    std::string overload = dot == std::string::npos ? "" : inst.op.substr(dot + 1);
+                        (backward ? "autograd backward of " : "") +
+                        planned->op + ")";
+    auto dot = planned->op.find('.');
+    std::string name = planned->op.substr(0, dot);
+    std::string overload =
+        dot == std::string::npos ? "" : planned->op.substr(dot + 1);
     auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
     if (!handle)
-      throw Error(where + ": this libtorch has no operator " + inst.op);
+      throw Error(where + ": this libtorch has no operator " + planned->op);
     Call call;
     call.op = *handle;
     const c10::FunctionSchema &schema = handle->schema();
-    checkCallIsContained(schema, inst, where);
-    if (schema.arguments().size() != inst.args.size())
-      throw Error(where + ": the plan passes " + std::to_string(inst.args.size()) +
+    checkCallIsContained(schema, *planned, where);
+    if (schema.arguments().size() != planned->args.size())
+      throw Error(where + ": the plan passes " +
+                  std::to_string(planned->args.size()) +
                   " arguments, this libtorch's schema takes " +
                   std::to_string(schema.arguments().size()));
-    for (size_t a = 0; a < inst.args.size(); ++a) {
-      const json &arg = inst.args[a];
+    for (size_t a = 0; a < planned->args.size(); ++a) {
+      const json &arg = planned->args[a];
       std::vector<int64_t> argSlots;
       int kind = 0;
       c10::IValue constant;
@@ -451,12 +465,12 @@ Executor::Executor(const Plan &plan, Communicator *comm)
       call.argSlots.push_back(std::move(argSlots));
       call.constants.push_back(std::move(constant));
     }
-    for (int64_t w : inst.wrt)
+    for (int64_t w : backward ? backward->wrt : std::vector<int64_t>())
       if (w < 0 || w >= static_cast<int64_t>(call.operands.size()))
         throw Error(where + ": differentiates operand #" + std::to_string(w) +
                     ", but the call has " +
                     std::to_string(call.operands.size()) + " tensor operands");
-    for (int64_t a : inst.mutates) {
+    for (int64_t a : planned->mutates) {
       int64_t slot = call.argSlots[a][0];
       int uses = 0;
       for (const std::vector<int64_t> &argSlots : call.argSlots)
@@ -509,7 +523,7 @@ void Executor::buildStack(const Call &call, torch::jit::Stack &stack,
 }
 
 std::vector<at::Tensor>
-Executor::callResults(size_t i, const Instruction &inst,
+Executor::callResults(size_t i, const inst::Call &inst,
                       const torch::jit::Stack &stack) const {
   std::vector<at::Tensor> results;
   if (inst.listResult) {
@@ -533,7 +547,7 @@ Executor::callResults(size_t i, const Instruction &inst,
 /// leaves that require gradients, with the generator's state it ran with
 /// (then the current one back), and one backward through it. Each gradient
 /// is bound contiguous, in a storage of its own, as the memory model has it.
-void Executor::autogradBackward(size_t i, const Instruction &inst,
+void Executor::autogradBackward(size_t i, const inst::AutogradBackward &inst,
                                 torch::jit::Stack &stack) {
   const Call &call = calls[i];
   auto where = [&] {
@@ -686,54 +700,49 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
                            : std::chrono::steady_clock::time_point();
     instructionPeak = live;
     resultsOnHost = inst.host;
-    switch (inst.kind) {
-    case InstKind::Get:
+    if (const auto *get = inst.as<inst::Get>()) {
       // A read shares the state's storage: its bytes count once, and the
       // state keeps them counted after the read's slot is released. Mixed
       // precision reads a rounded copy.
-      if (inst.castDtype)
-        set(inst.result, state.at(inst.state).to(*inst.castDtype));
+      if (get->castDtype)
+        set(get->result, state.at(get->state).to(*get->castDtype));
       else
-        set(inst.result, state.at(inst.state));
-      break;
-    case InstKind::Update: {
+        set(get->result, state.at(get->state));
+    } else if (const auto *update = inst.as<inst::Update>()) {
       // The state holds the new value (counted while the state holds it)
       // instead of the old one; mixed precision widens it to the state's
       // type.
-      at::Tensor &entry = state[inst.state];
-      at::Tensor next = slots[inst.value];
-      if (inst.castDtype)
+      at::Tensor &entry = state[update->state];
+      at::Tensor next = slots[update->value];
+      if (update->castDtype)
         next = next.to(entry.scalar_type());
-      count(next, hostState.count(inst.state) > 0);
+      count(next, hostState.count(update->state) > 0);
       uncount(entry);
       entry = next;
-      break;
-    }
-    case InstKind::Constant:
-      set(inst.result, constants[i]);
-      break;
-    case InstKind::ToDevice:
-    case InstKind::ToHost:
+    } else if (const auto *constant = inst.as<inst::Constant>()) {
+      set(constant->result, constants[i]);
+    } else if (const auto *toDevice = inst.as<inst::ToDevice>()) {
       // CPU offload: a copy into the other memory, a separate allocation
       // (on the CPU both are host memory; the plan says which it stands
       // for, and the bytes are counted there).
-      set(inst.result, slots[inst.input].clone());
-      break;
-    case InstKind::AllGather:
-      futures[inst.result] = comm->allGather(slots[inst.input], inst.group);
-      break;
-    case InstKind::ReduceScatter:
-      futures[inst.result] =
-          inst.acrossWorld
-              ? comm->reduceScatterOverWorld(slots[inst.input], inst.mean)
-              : comm->reduceScatter(slots[inst.input], inst.group, inst.mean);
-      break;
-    case InstKind::AllReduce:
-      futures[inst.result] =
-          comm->allReduce(slots[inst.input], inst.group, inst.mean);
-      break;
-    case InstKind::Wait: {
-      std::unique_ptr<Pending> pending = std::move(futures[inst.input]);
+      set(toDevice->result, slots[toDevice->input].clone());
+    } else if (const auto *toHost = inst.as<inst::ToHost>()) {
+      set(toHost->result, slots[toHost->input].clone());
+    } else if (const auto *gather = inst.as<inst::AllGather>()) {
+      futures[gather->result] =
+          comm->allGather(slots[gather->input], gather->group);
+    } else if (const auto *scatter = inst.as<inst::ReduceScatter>()) {
+      futures[scatter->result] =
+          scatter->acrossWorld
+              ? comm->reduceScatterOverWorld(slots[scatter->input],
+                                             scatter->mean)
+              : comm->reduceScatter(slots[scatter->input], scatter->group,
+                                    scatter->mean);
+    } else if (const auto *reduce = inst.as<inst::AllReduce>()) {
+      futures[reduce->result] =
+          comm->allReduce(slots[reduce->input], reduce->group, reduce->mean);
+    } else if (const auto *wait = inst.as<inst::Wait>()) {
+      std::unique_ptr<Pending> pending = std::move(futures[wait->future]);
       if (!pending)
         throw Error("instruction #" + std::to_string(i) +
                     " waits for a collective that was not started");
@@ -748,60 +757,50 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
         throw Error("instruction #" + std::to_string(i) +
                     " (wait for a collective): " + firstLine(e));
       }
-      if (t.sizes() != c10::IntArrayRef(inst.type.shape))
+      if (t.sizes() != c10::IntArrayRef(wait->type.shape))
         throw Error("instruction #" + std::to_string(i) +
                     " (wait): the collective returned " +
                     TensorSpec{t.sizes().vec(), t.scalar_type()}.str() +
-                    ", the plan expects " + inst.type.str());
+                    ", the plan expects " + wait->type.str());
       // A reduced gradient, what the optimizer reads (a HYBRID_SHARD
       // all-reduce across replicas replaces the shard it reduces).
       const Instruction &start = plan.instructions[startOf[i]];
-      if (start.kind == InstKind::ReduceScatter ||
-          (start.kind == InstKind::AllReduce &&
-           start.group != CommGroup::Replicate))
+      const auto *allReduce = start.as<inst::AllReduce>();
+      if (start.is<inst::ReduceScatter>() ||
+          (allReduce && allReduce->group != CommGroup::Replicate))
         gradBytes += t.nbytes();
-      set(inst.result, std::move(t));
-      break;
-    }
-    case InstKind::Free:
+      set(wait->result, std::move(t));
+    } else if (inst.is<inst::Free>()) {
       // The buffer's slot is released below: this is its last use.
-      break;
-    case InstKind::View:
-      set(inst.result, slots[inst.input]
-                           .narrow(0, inst.offset, inst.type.numel())
-                           .view(inst.type.shape));
-      break;
-    case InstKind::LocalShard: {
-      int64_t shard = inst.type.numel();
-      set(inst.result, slots[inst.input].narrow(
-                           0, comm->groupRank(inst.group) * shard, shard));
-      break;
-    }
-
-    case InstKind::RngState:
-      set(inst.result, generatorState());
-      break;
-    case InstKind::SetRngState: {
+    } else if (const auto *view = inst.as<inst::View>()) {
+      set(view->result, slots[view->buffer]
+                            .narrow(0, view->offset, view->type.numel())
+                            .view(view->type.shape));
+    } else if (const auto *local = inst.as<inst::LocalShard>()) {
+      int64_t shard = local->type.numel();
+      set(local->result, slots[local->buffer].narrow(
+                             0, comm->groupRank(local->group) * shard, shard));
+    } else if (const auto *rng = inst.as<inst::RngState>()) {
+      set(rng->result, generatorState());
+    } else if (const auto *restore = inst.as<inst::SetRngState>()) {
       try {
-        setGeneratorState(slots[inst.input]);
+        setGeneratorState(slots[restore->state]);
       } catch (const c10::Error &e) {
         throw Error("instruction #" + std::to_string(i) +
                     " (set_rng_state): " + firstLine(e));
       }
-      break;
-    }
-    case InstKind::AutogradBackward:
-      autogradBackward(i, inst, stack);
-      break;
-    case InstKind::Call: {
+    } else if (const auto *backward = inst.as<inst::AutogradBackward>()) {
+      autogradBackward(i, *backward, stack);
+    } else {
+      const inst::Call &planned = std::get<inst::Call>(inst.op);
       const Call &call = calls[i];
       buildStack(call, stack, {});
       // Written arguments are written into copies: the plan is functional.
       // A value that dies here, held by its slot and the call alone (no view
       // or state shares its storage), is written in place instead.
       std::vector<at::Tensor> written;
-      for (size_t k = 0; k < inst.mutates.size(); ++k) {
-        int64_t a = inst.mutates[k];
+      for (size_t k = 0; k < planned.mutates.size(); ++k) {
+        int64_t a = planned.mutates[k];
         const at::Tensor &arg = stack[a].toTensor();
         if (call.donate[k] && arg.use_count() == 2 &&
             arg.storage().use_count() == 1) {
@@ -815,24 +814,20 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
       try {
         call.op->callBoxed(stack);
       } catch (const c10::Error &e) {
-        throw Error("instruction #" + std::to_string(i) + " (" + inst.op +
-                    (inst.loc.empty() ? "" : " in " + inst.loc) + "): " +
+        throw Error("instruction #" + std::to_string(i) + " (" + planned.op +
+                    (planned.loc.empty() ? "" : " in " + planned.loc) + "): " +
                     firstLine(e));
       }
       size_t next = 0;
-      for (at::Tensor &t : callResults(i, inst, stack))
-        set(inst.results[next++], std::move(t));
+      for (at::Tensor &t : callResults(i, planned, stack))
+        set(planned.results[next++], std::move(t));
       for (const at::Tensor &t : written)
-        set(inst.results[next++], t);
-      break;
-    }
+        set(planned.results[next++], t);
     }
     // What a collective holds in flight counts until its wait frees the
     // future's slot.
-    if (inst.kind == InstKind::AllGather ||
-        inst.kind == InstKind::ReduceScatter ||
-        inst.kind == InstKind::AllReduce)
-      hold(inst.result, futures[inst.result]->held());
+    if (std::optional<int64_t> future = collectiveFuture(inst))
+      hold(*future, futures[*future]->held());
     for (int64_t slot : inst.free)
       release(slot);
     after.push_back(live);

@@ -118,7 +118,8 @@ static void validate(const Plan &plan, const std::string &path) {
   // that declares more is refused before any slot is allocated.
   int64_t definable = static_cast<int64_t>(plan.inputs.size());
   for (const Instruction &inst : plan.instructions)
-    definable += std::max<int64_t>(1, static_cast<int64_t>(inst.results.size()));
+    definable += std::max<int64_t>(
+        1, inst.call() ? static_cast<int64_t>(inst.call()->results.size()) : 0);
   if (plan.numSlots < 0 || plan.numSlots > definable)
     throw Error("plan '" + path + "': num_slots " +
                 std::to_string(plan.numSlots) + " is not between 0 and the " +
@@ -193,89 +194,39 @@ static void validate(const Plan &plan, const std::string &path) {
     const Instruction &inst = plan.instructions[i];
     for (int64_t s : inst.free)
       checkSlot(i, s);
-    switch (inst.kind) {
-    case InstKind::Get:
-    case InstKind::Update: {
-      auto it = byName.find(inst.state);
+    // Mixed precision: a parameter or floating-point buffer read or written
+    // in a 16-bit floating-point type.
+    auto checkState = [&](const std::string &name, int64_t slot,
+                          const std::optional<c10::ScalarType> &castDtype,
+                          const char *access) {
+      auto it = byName.find(name);
       if (it == byName.end())
-        fail(i, "'" + inst.state + "' is not in the plan's state");
-      checkSlot(i, inst.kind == InstKind::Get ? inst.result : inst.value);
-      // Mixed precision: a parameter or floating-point buffer read or
-      // written in a 16-bit floating-point type.
-      if (inst.castDtype) {
-        const StateEntry &entry = *it->second;
-        c10::ScalarType stored = entry.type.dtype;
-        if ((*inst.castDtype != c10::kBFloat16 &&
-             *inst.castDtype != c10::kHalf) ||
-            !c10::isFloatingType(stored) || entry.kind == StateKind::Optim)
-          fail(i, "'" + inst.state + "' of dtype " + dtypeName(stored) +
-                      " cannot be " +
-                      (inst.kind == InstKind::Get ? "read" : "written") +
-                      " as " + dtypeName(*inst.castDtype) +
-                      " (mixed precision reads and writes parameters and "
-                      "floating-point buffers as bf16 or f16)");
-      }
-      break;
-    }
-    case InstKind::Constant:
-      checkSlot(i, inst.result);
-      if (inst.hex.size() % 2 != 0 ||
-          inst.hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
-        fail(i, "constant bytes are not hex");
-      if (static_cast<int64_t>(inst.hex.size() / 2) !=
-          inst.type.numel() *
-              static_cast<int64_t>(c10::elementSize(inst.type.dtype)))
-        fail(i, "constant " + inst.type.str() + " holds " +
-                    std::to_string(inst.hex.size() / 2) + " bytes, expected " +
-                    std::to_string(inst.type.numel() *
-                                   c10::elementSize(inst.type.dtype)));
-      break;
-    case InstKind::RngState:
-      checkSlot(i, inst.result);
-      break;
-    case InstKind::SetRngState:
-      checkSlot(i, inst.input);
-      break;
-    case InstKind::AutogradBackward:
-    case InstKind::Call: {
-      for (int64_t r : inst.results)
-        checkSlot(i, r);
-      if (inst.kind == InstKind::Call &&
-          (inst.numSchemaResults < 0 ||
-           inst.numSchemaResults + inst.mutates.size() != inst.results.size()))
-        fail(i, "has " + std::to_string(inst.results.size()) +
-                    " results, expected num_schema_results + written arguments");
-      if (inst.kind == InstKind::AutogradBackward) {
-        if (inst.results.size() != inst.wrt.size())
-          fail(i, "has " + std::to_string(inst.results.size()) +
-                      " results, expected one per wrt operand");
-        if (inst.rng >= 0)
-          checkSlot(i, inst.rng);
-        int64_t previous = -1;
-        for (const auto &[result, slot] : inst.resultGrads) {
-          checkSlot(i, slot);
-          if (result <= previous || result >= inst.numSchemaResults)
-            fail(i, "has a gradient of result " + std::to_string(result) +
-                        ", which is not one of its " +
-                        std::to_string(inst.numSchemaResults) +
-                        " schema results in order");
-          previous = result;
-        }
-        previous = -1;
-        for (int64_t w : inst.wrt) {
-          if (w <= previous)
-            fail(i, "wrt is not in increasing order");
-          previous = w;
-        }
-      }
-      if (!inst.args.is_array())
+        fail(i, "'" + name + "' is not in the plan's state");
+      checkSlot(i, slot);
+      if (!castDtype)
+        return;
+      const StateEntry &entry = *it->second;
+      c10::ScalarType stored = entry.type.dtype;
+      if ((*castDtype != c10::kBFloat16 && *castDtype != c10::kHalf) ||
+          !c10::isFloatingType(stored) || entry.kind == StateKind::Optim)
+        fail(i, "'" + name + "' of dtype " + dtypeName(stored) +
+                    " cannot be " + access + " as " + dtypeName(*castDtype) +
+                    " (mixed precision reads and writes parameters and "
+                    "floating-point buffers as bf16 or f16)");
+    };
+    auto checkUnit = [&](const std::string &unit) {
+      if (!byName.count(unit))
+        fail(i, "unit '" + unit + "' is not in the plan's state");
+    };
+    auto checkArgs = [&](const inst::Call &call) {
+      if (!call.args.is_array())
         fail(i, "args is not a list");
-      for (int64_t m : inst.mutates)
-        if (m < 0 || m >= static_cast<int64_t>(inst.args.size()) ||
-            !inst.args[m].contains("t"))
+      for (int64_t m : call.mutates)
+        if (m < 0 || m >= static_cast<int64_t>(call.args.size()) ||
+            !call.args[m].contains("t"))
           fail(i, "writes argument " + std::to_string(m) +
                       ", which is not a tensor argument");
-      for (const json &arg : inst.args) {
+      for (const json &arg : call.args) {
         if (!arg.is_object())
           fail(i, "argument " + arg.dump() + " is not an object");
         if (arg.contains("t"))
@@ -288,50 +239,108 @@ static void validate(const Plan &plan, const std::string &path) {
             if (!s.is_null())
               checkSlot(i, s);
       }
-      break;
-    }
-    case InstKind::LocalShard: {
-      auto unit = byName.find(inst.state);
+    };
+    if (const auto *get = inst.as<inst::Get>()) {
+      checkState(get->state, get->result, get->castDtype, "read");
+    } else if (const auto *update = inst.as<inst::Update>()) {
+      checkState(update->state, update->value, update->castDtype, "written");
+    } else if (const auto *constant = inst.as<inst::Constant>()) {
+      checkSlot(i, constant->result);
+      const std::string &hex = constant->hex;
+      if (hex.size() % 2 != 0 ||
+          hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+        fail(i, "constant bytes are not hex");
+      int64_t bytes = constant->type.numel() *
+                      static_cast<int64_t>(c10::elementSize(constant->type.dtype));
+      if (static_cast<int64_t>(hex.size() / 2) != bytes)
+        fail(i, "constant " + constant->type.str() + " holds " +
+                    std::to_string(hex.size() / 2) + " bytes, expected " +
+                    std::to_string(bytes));
+    } else if (const auto *rng = inst.as<inst::RngState>()) {
+      checkSlot(i, rng->result);
+    } else if (const auto *restore = inst.as<inst::SetRngState>()) {
+      checkSlot(i, restore->state);
+    } else if (const auto *call = inst.as<inst::Call>()) {
+      for (int64_t r : call->results)
+        checkSlot(i, r);
+      if (call->numSchemaResults < 0 ||
+          call->numSchemaResults + call->mutates.size() != call->results.size())
+        fail(i, "has " + std::to_string(call->results.size()) +
+                    " results, expected num_schema_results + written arguments");
+      checkArgs(*call);
+    } else if (const auto *backward = inst.as<inst::AutogradBackward>()) {
+      for (int64_t r : backward->results)
+        checkSlot(i, r);
+      if (backward->results.size() != backward->wrt.size())
+        fail(i, "has " + std::to_string(backward->results.size()) +
+                    " results, expected one per wrt operand");
+      if (backward->rng >= 0)
+        checkSlot(i, backward->rng);
+      int64_t previous = -1;
+      for (const auto &[result, slot] : backward->resultGrads) {
+        checkSlot(i, slot);
+        if (result <= previous || result >= backward->numSchemaResults)
+          fail(i, "has a gradient of result " + std::to_string(result) +
+                      ", which is not one of its " +
+                      std::to_string(backward->numSchemaResults) +
+                      " schema results in order");
+        previous = result;
+      }
+      previous = -1;
+      for (int64_t w : backward->wrt) {
+        if (w <= previous)
+          fail(i, "wrt is not in increasing order");
+        previous = w;
+      }
+      checkArgs(*backward);
+    } else if (const auto *local = inst.as<inst::LocalShard>()) {
+      auto unit = byName.find(local->unit);
       if (unit == byName.end() || unit->second->kind != StateKind::FlatParam)
-        fail(i, "unit '" + inst.state + "' is not a flat parameter of the plan");
+        fail(i, "unit '" + local->unit + "' is not a flat parameter of the plan");
       const StateEntry &flat = *unit->second;
       TensorSpec shard{{flat.shardNumel()}, flat.type.dtype};
       // Mixed precision: the shard of a gradient reduced in bf16 or f16.
-      bool reduced = inst.type.dtype == c10::kBFloat16 ||
-                     inst.type.dtype == c10::kHalf;
-      if (inst.type.shape != shard.shape ||
-          (inst.type.dtype != shard.dtype && !reduced))
+      bool reduced = local->type.dtype == c10::kBFloat16 ||
+                     local->type.dtype == c10::kHalf;
+      if (local->type.shape != shard.shape ||
+          (local->type.dtype != shard.dtype && !reduced))
         fail(i, "the shard of '" + flat.name + "' is " + shard.str() +
-                    ", not " + inst.type.str());
-      if (inst.group == CommGroup::Replicate)
+                    ", not " + local->type.str());
+      if (local->group == CommGroup::Replicate)
         fail(i, "takes a shard over the replica group (flat parameters are "
                 "sharded over the shard group)");
-      [[fallthrough]];
-    }
-    case InstKind::AllGather:
-    case InstKind::ReduceScatter:
-      if (!byName.count(inst.state))
-        fail(i, "unit '" + inst.state + "' is not in the plan's state");
-      [[fallthrough]];
-    case InstKind::AllReduce:
-    case InstKind::Wait:
-    case InstKind::View:
-      checkSlot(i, inst.input);
-      checkSlot(i, inst.result);
-      break;
-    case InstKind::Free:
-      checkSlot(i, inst.input);
-      break;
-    case InstKind::ToDevice:
-    case InstKind::ToHost:
-      checkSlot(i, inst.input);
-      checkSlot(i, inst.result);
-      if (inst.host != (inst.kind == InstKind::ToHost))
+      checkSlot(i, local->buffer);
+      checkSlot(i, local->result);
+    } else if (const auto *gather = inst.as<inst::AllGather>()) {
+      checkUnit(gather->unit);
+      checkSlot(i, gather->input);
+      checkSlot(i, gather->result);
+    } else if (const auto *scatter = inst.as<inst::ReduceScatter>()) {
+      checkUnit(scatter->unit);
+      checkSlot(i, scatter->input);
+      checkSlot(i, scatter->result);
+    } else if (const auto *reduce = inst.as<inst::AllReduce>()) {
+      checkSlot(i, reduce->input);
+      checkSlot(i, reduce->result);
+    } else if (const auto *wait = inst.as<inst::Wait>()) {
+      checkSlot(i, wait->future);
+      checkSlot(i, wait->result);
+    } else if (const auto *view = inst.as<inst::View>()) {
+      checkSlot(i, view->buffer);
+      checkSlot(i, view->result);
+    } else if (const auto *free = inst.as<inst::Free>()) {
+      checkSlot(i, free->buffer);
+    } else {
+      // A copy between memories: its result is in the one it copies to.
+      const auto *toHost = inst.as<inst::ToHost>();
+      const auto *toDevice = inst.as<inst::ToDevice>();
+      checkSlot(i, toHost ? toHost->input : toDevice->input);
+      checkSlot(i, toHost ? toHost->result : toDevice->result);
+      if (inst.host != (toHost != nullptr))
         fail(i, std::string("copies to the ") +
-                    (inst.kind == InstKind::ToHost ? "host" : "device") +
+                    (toHost ? "host" : "device") +
                     " but says its result is " +
                     (inst.host ? "on the host" : "on the device"));
-      break;
     }
   }
   if (plan.worldSize > kMaxWorldSize)
@@ -369,6 +378,133 @@ static CommGroup parseGroup(const std::string &group, const std::string &path) {
   if (std::optional<CommGroup> g = plan::parseCommGroup(group))
     return *g;
   throw Error("plan '" + path + "': unknown group '" + group + "'");
+}
+
+static std::optional<c10::ScalarType> parseCast(const json &i) {
+  if (!i.contains("dtype"))
+    return std::nullopt;
+  return parseDtype(i.at("dtype").get<std::string>());
+}
+
+static void parseCall(const json &i, inst::Call &call) {
+  call.op = i.at("op").get<std::string>();
+  call.args = i.at("args");
+  call.results = i.at("results").get<std::vector<int64_t>>();
+  call.numSchemaResults = i.at("num_schema_results").get<int64_t>();
+  call.mutates = i.at("mutates").get<std::vector<int64_t>>();
+  call.listResult = i.at("list_result").get<bool>();
+  call.loc = i.value("loc", "");
+}
+
+static bool parseMean(const json &i, const std::string &path) {
+  std::string reduce = i.at("reduce").get<std::string>();
+  if (reduce != "sum" && reduce != "mean")
+    throw Error("plan '" + path + "': unknown reduction '" + reduce + "'");
+  return reduce == "mean";
+}
+
+/// One instruction of the file (docs/plan-format.md), checked for its own
+/// fields; validate() checks it against the rest of the plan.
+static Instruction parseInstruction(const json &i, const std::string &path) {
+  Instruction inst;
+  std::string kindName = i.at("kind").get<std::string>();
+  std::optional<InstKind> kind = plan::parseInstKind(kindName);
+  if (!kind)
+    throw Error("plan '" + path + "': unknown instruction kind '" + kindName +
+                "'");
+  inst.free = i.at("free").get<std::vector<int64_t>>();
+  inst.host = i.value("host", false);
+  auto slot = [&](const char *key) { return i.at(key).get<int64_t>(); };
+  auto unit = [&] { return i.value("unit", ""); };
+  auto group = [&] { return parseGroup(i.at("group").get<std::string>(), path); };
+  switch (*kind) {
+  case InstKind::Get:
+    inst.op = inst::Get{i.at("state").get<std::string>(), slot("result"),
+                        parseCast(i)};
+    break;
+  case InstKind::Update:
+    inst.op = inst::Update{i.at("state").get<std::string>(), slot("value"),
+                           parseCast(i)};
+    break;
+  case InstKind::Constant:
+    inst.op = inst::Constant{parseType(i), i.at("hex").get<std::string>(),
+                             slot("result")};
+    break;
+  case InstKind::Call: {
+    inst::Call call;
+    parseCall(i, call);
+    inst.op = std::move(call);
+    break;
+  }
+  case InstKind::AutogradBackward: {
+    // The gradients of a call: the call's own fields and more.
+    inst::AutogradBackward backward;
+    parseCall(i, backward);
+    for (const json &g : i.at("grads"))
+      backward.resultGrads.emplace_back(g.at("result").get<int64_t>(),
+                                        g.at("grad").get<int64_t>());
+    backward.wrt = i.at("wrt").get<std::vector<int64_t>>();
+    if (i.contains("rng"))
+      backward.rng = slot("rng");
+    inst.op = std::move(backward);
+    break;
+  }
+  case InstKind::RngState:
+    inst.op = inst::RngState{slot("result")};
+    break;
+  case InstKind::SetRngState:
+    inst.op = inst::SetRngState{slot("state")};
+    break;
+  case InstKind::AllGather:
+    if (i.contains("across"))
+      throw Error("plan '" + path + "': 'across' on all_gather (only a "
+                  "reduce_scatter sums across the world)");
+    inst.op = inst::AllGather{unit(), group(), slot("input"), slot("result")};
+    break;
+  case InstKind::ReduceScatter: {
+    inst::ReduceScatter scatter{unit(), group(), false, parseMean(i, path),
+                                slot("input"), slot("result")};
+    if (i.contains("across")) {
+      if (parseGroup(i.at("across").get<std::string>(), path) !=
+              CommGroup::World ||
+          scatter.group != CommGroup::Shard)
+        throw Error("plan '" + path + "': a reduce_scatter sums across "
+                    "the world and scatters over the shard group, or "
+                    "neither");
+      scatter.acrossWorld = true;
+    }
+    inst.op = std::move(scatter);
+    break;
+  }
+  case InstKind::AllReduce:
+    if (i.contains("across"))
+      throw Error("plan '" + path + "': 'across' on all_reduce (only a "
+                  "reduce_scatter sums across the world)");
+    inst.op = inst::AllReduce{group(), parseMean(i, path), slot("input"),
+                              slot("result")};
+    break;
+  case InstKind::Wait:
+    inst.op = inst::Wait{slot("future"), slot("result"), parseType(i)};
+    break;
+  case InstKind::LocalShard:
+    inst.op = inst::LocalShard{i.at("unit").get<std::string>(), group(), slot("buffer"), slot("result"),
+                               parseType(i)};
+    break;
+  case InstKind::ToDevice:
+    inst.op = inst::ToDevice{slot("input"), slot("result")};
+    break;
+  case InstKind::ToHost:
+    inst.op = inst::ToHost{slot("input"), slot("result")};
+    break;
+  case InstKind::Free:
+    inst.op = inst::Free{slot("buffer")};
+    break;
+  case InstKind::View:
+    inst.op = inst::View{slot("buffer"), slot("result"), slot("offset"),
+                         parseType(i)};
+    break;
+  }
+  return inst;
 }
 
 Plan loadPlan(const std::string &path) {
@@ -472,109 +608,8 @@ Plan loadPlan(const std::string &path) {
       for (const json &m : j.at("metrics"))
         plan.metrics.emplace_back(m.at("name").get<std::string>(),
                                   m.at("output").get<int64_t>());
-    for (const json &i : j.at("instructions")) {
-      Instruction inst;
-      std::string kind = i.at("kind").get<std::string>();
-      inst.free = i.at("free").get<std::vector<int64_t>>();
-      inst.host = i.value("host", false);
-      if (kind == "get") {
-        inst.kind = InstKind::Get;
-        inst.state = i.at("state").get<std::string>();
-        inst.result = i.at("result").get<int64_t>();
-        if (i.contains("dtype"))
-          inst.castDtype = parseDtype(i.at("dtype").get<std::string>());
-      } else if (kind == "update") {
-        inst.kind = InstKind::Update;
-        inst.state = i.at("state").get<std::string>();
-        inst.value = i.at("value").get<int64_t>();
-        if (i.contains("dtype"))
-          inst.castDtype = parseDtype(i.at("dtype").get<std::string>());
-      } else if (kind == "constant") {
-        inst.kind = InstKind::Constant;
-        inst.type = parseType(i);
-        inst.hex = i.at("hex").get<std::string>();
-        inst.result = i.at("result").get<int64_t>();
-      } else if (kind == "call" || kind == "autograd_backward") {
-        // A call, or the gradients of one (the call's own fields and more).
-        inst.kind = kind == "call" ? InstKind::Call : InstKind::AutogradBackward;
-        inst.op = i.at("op").get<std::string>();
-        inst.args = i.at("args");
-        inst.results = i.at("results").get<std::vector<int64_t>>();
-        inst.numSchemaResults = i.at("num_schema_results").get<int64_t>();
-        inst.mutates = i.at("mutates").get<std::vector<int64_t>>();
-        inst.listResult = i.at("list_result").get<bool>();
-        inst.loc = i.value("loc", "");
-        if (inst.kind == InstKind::AutogradBackward) {
-          for (const json &g : i.at("grads"))
-            inst.resultGrads.emplace_back(g.at("result").get<int64_t>(),
-                                          g.at("grad").get<int64_t>());
-          inst.wrt = i.at("wrt").get<std::vector<int64_t>>();
-          if (i.contains("rng"))
-            inst.rng = i.at("rng").get<int64_t>();
-        }
-      } else if (kind == "rng_state") {
-        inst.kind = InstKind::RngState;
-        inst.result = i.at("result").get<int64_t>();
-      } else if (kind == "set_rng_state") {
-        inst.kind = InstKind::SetRngState;
-        inst.input = i.at("state").get<int64_t>();
-      } else if (kind == "all_gather" || kind == "reduce_scatter" ||
-                 kind == "all_reduce") {
-        inst.kind = kind == "all_gather"       ? InstKind::AllGather
-                    : kind == "reduce_scatter" ? InstKind::ReduceScatter
-                                               : InstKind::AllReduce;
-        inst.input = i.at("input").get<int64_t>();
-        inst.result = i.at("result").get<int64_t>();
-        inst.state = i.value("unit", "");
-        inst.group = parseGroup(i.at("group").get<std::string>(), path);
-        if (inst.kind != InstKind::AllGather) {
-          std::string reduce = i.at("reduce").get<std::string>();
-          if (reduce != "sum" && reduce != "mean")
-            throw Error("plan '" + path + "': unknown reduction '" + reduce + "'");
-          inst.mean = reduce == "mean";
-        }
-        if (i.contains("across")) {
-          if (inst.kind != InstKind::ReduceScatter)
-            throw Error("plan '" + path + "': 'across' on " + kind +
-                        " (only a reduce_scatter sums across the world)");
-          if (parseGroup(i.at("across").get<std::string>(), path) !=
-                  CommGroup::World ||
-              inst.group != CommGroup::Shard)
-            throw Error("plan '" + path + "': a reduce_scatter sums across "
-                        "the world and scatters over the shard group, or "
-                        "neither");
-          inst.acrossWorld = true;
-        }
-      } else if (kind == "wait") {
-        inst.kind = InstKind::Wait;
-        inst.input = i.at("future").get<int64_t>();
-        inst.result = i.at("result").get<int64_t>();
-        inst.type = parseType(i);
-      } else if (kind == "local_shard") {
-        inst.kind = InstKind::LocalShard;
-        inst.input = i.at("buffer").get<int64_t>();
-        inst.result = i.at("result").get<int64_t>();
-        inst.state = i.at("unit").get<std::string>();
-        inst.group = parseGroup(i.at("group").get<std::string>(), path);
-        inst.type = parseType(i);
-      } else if (kind == "to_device" || kind == "to_host") {
-        inst.kind = kind == "to_host" ? InstKind::ToHost : InstKind::ToDevice;
-        inst.input = i.at("input").get<int64_t>();
-        inst.result = i.at("result").get<int64_t>();
-      } else if (kind == "free") {
-        inst.kind = InstKind::Free;
-        inst.input = i.at("buffer").get<int64_t>();
-      } else if (kind == "view") {
-        inst.kind = InstKind::View;
-        inst.input = i.at("buffer").get<int64_t>();
-        inst.result = i.at("result").get<int64_t>();
-        inst.offset = i.at("offset").get<int64_t>();
-        inst.type = parseType(i);
-      } else {
-        throw Error("plan '" + path + "': unknown instruction kind '" + kind + "'");
-      }
-      plan.instructions.push_back(std::move(inst));
-    }
+    for (const json &i : j.at("instructions"))
+      plan.instructions.push_back(parseInstruction(i, path));
     validate(plan, path);
     return plan;
   } catch (const json::exception &e) {

@@ -274,14 +274,15 @@ void printProfile(const Plan &plan, const std::vector<double> &times,
   double total = 0;
   for (size_t i = 0; i < times.size(); ++i) {
     const Instruction &inst = plan.instructions[i];
-    std::string name = inst.kind == InstKind::Call ? inst.op
-                       : inst.kind == InstKind::Get ? "(get)"
-                       : inst.kind == InstKind::Update ? "(update)"
-                       : inst.kind == InstKind::Constant ? "(constant)"
-                       : inst.kind == InstKind::Wait ? "(wait)"
-                       : inst.kind == InstKind::View ? "(view)"
-                       : inst.kind == InstKind::Free ? "(free)"
-                                                     : "(collective start)";
+    InstKind kind = inst.kind();
+    std::string name = kind == InstKind::Call ? std::get<inst::Call>(inst.op).op
+                       : kind == InstKind::Get ? "(get)"
+                       : kind == InstKind::Update ? "(update)"
+                       : kind == InstKind::Constant ? "(constant)"
+                       : kind == InstKind::Wait ? "(wait)"
+                       : kind == InstKind::View ? "(view)"
+                       : kind == InstKind::Free ? "(free)"
+                                                : "(collective start)";
     auto &[ms, count] = byOp[name];
     ms += times[i];
     count += 1;

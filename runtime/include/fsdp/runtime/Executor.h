@@ -109,10 +109,10 @@ private:
   void buildStack(const Call &call, torch::jit::Stack &stack,
                   const std::map<size_t, at::Tensor> &replace) const;
   /// The tensors a call returned: its schema results, a Tensor[] flattened.
-  std::vector<at::Tensor> callResults(size_t i, const Instruction &inst,
+  std::vector<at::Tensor> callResults(size_t i, const inst::Call &inst,
                                       const torch::jit::Stack &stack) const;
   /// Runs an autograd_backward instruction (libtorch's autograd).
-  void autogradBackward(size_t i, const Instruction &inst,
+  void autogradBackward(size_t i, const inst::AutogradBackward &inst,
                         torch::jit::Stack &stack);
 
   /// Memory: a storage counts once, however many slots and collectives

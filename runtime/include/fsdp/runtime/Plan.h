@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <optional>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 namespace fsdp::runtime {
@@ -97,51 +99,128 @@ struct InputEntry {
   int64_t microBatch = 0;
 };
 
-enum class InstKind {
-  Get, Update, Constant, Call, RngState, SetRngState, AutogradBackward,
-  AllGather, ReduceScatter, AllReduce, Wait, Free, View, LocalShard,
-  ToDevice, ToHost
-};
+using plan::InstKind;
 
 /// The ranks a collective runs over.
 using plan::CommGroup;
 
-struct Instruction {
-  InstKind kind;
-  std::string state;             // Get, Update; collectives, LocalShard: unit
-  int64_t result = -1;           // Get, Constant
-  int64_t value = -1;            // Update
-  // Get, Update: mixed precision's compute type, when it is not the
-  // state's own: a read rounds the state to it, a write widens it back.
+/// The instructions, one struct per kind (docs/plan-format.md gives each
+/// field's meaning); slots are indices into the step's values.
+namespace inst {
+/// Reads a state entry. Mixed precision: `castDtype`, the compute type when
+/// it is not the state's own (the read rounds a copy to it).
+struct Get {
+  std::string state;
+  int64_t result = -1;
   std::optional<c10::ScalarType> castDtype;
-  // CPU offload: the results are in host memory (counted apart).
-  bool host = false;
-  TensorSpec type;               // Constant, Wait, View, LocalShard
-  std::string hex;               // Constant
-  // Call, and AutogradBackward of the call it names.
-  std::string op;                // overload name
-  nlohmann::json args;
-  std::vector<int64_t> results;  // Call; AutogradBackward: one per wrt
+};
+/// Writes a state entry (a write in `castDtype` widens to the state's).
+struct Update {
+  std::string state;
+  int64_t value = -1;
+  std::optional<c10::ScalarType> castDtype;
+};
+struct Constant {
+  TensorSpec type;
+  std::string hex; // the bytes, little-endian
+  int64_t result = -1;
+};
+/// An ATen operator call: `results` are its schema results (a Tensor[]
+/// flattened), then one per written argument (`mutates`).
+struct Call {
+  std::string op;      // overload name
+  nlohmann::json args; // per schema argument: a slot, slots or a constant
+  std::vector<int64_t> results;
   int64_t numSchemaResults = 0;
   std::vector<int64_t> mutates;
   bool listResult = false;
-  std::string loc;               // module path and source line, if known
-  // AutogradBackward: the gradients given, as (schema result, slot); the
-  // operands (in operand order) differentiated; the generator state slot
-  // (RngState: `result`), or -1.
+  std::string loc; // module path and source line, if known
+};
+/// The gradients of a call (its own fields): of the operands `wrt` (in
+/// operand order), given the gradients `resultGrads` of its schema results
+/// as (result, slot); `results` has one slot per wrt operand; `rng`, the
+/// generator state its forward ran with, or -1.
+struct AutogradBackward : Call {
   std::vector<std::pair<int64_t, int64_t>> resultGrads;
   std::vector<int64_t> wrt;
   int64_t rng = -1;
-  int64_t input = -1;            // collectives, ToDevice, ToHost: the tensor;
-                                 // Wait: the future;
-                                 // Free, View, LocalShard: the buffer;
-                                 // SetRngState: the state
-  CommGroup group = CommGroup::World; // collectives, LocalShard
-  bool acrossWorld = false;      // ReduceScatter: the sum runs over the
-                                 // world in rank order (HYBRID_SHARD)
-  bool mean = false;             // ReduceScatter, AllReduce: divide by ranks
-  int64_t offset = 0;            // View
-  std::vector<int64_t> free;     // slots released after this instruction
+};
+struct RngState {
+  int64_t result = -1;
+};
+struct SetRngState {
+  int64_t state = -1;
+};
+struct AllGather {
+  std::string unit;
+  CommGroup group = CommGroup::World;
+  int64_t input = -1, result = -1; // the shard; the future
+};
+struct ReduceScatter {
+  std::string unit;
+  CommGroup group = CommGroup::World;
+  bool acrossWorld = false; // the sum runs over the world in rank order
+                            // (HYBRID_SHARD), scattered over `group`
+  bool mean = false;        // divide by the ranks
+  int64_t input = -1, result = -1;
+};
+struct AllReduce {
+  CommGroup group = CommGroup::World;
+  bool mean = false;
+  int64_t input = -1, result = -1;
+};
+struct Wait {
+  int64_t future = -1, result = -1;
+  TensorSpec type;
+};
+/// The rank's shard of a gathered buffer (`type`: the shard's).
+struct LocalShard {
+  std::string unit;
+  CommGroup group = CommGroup::World;
+  int64_t buffer = -1, result = -1;
+  TensorSpec type;
+};
+/// CPU offload: a copy into device (ToDevice) or host memory (ToHost).
+struct ToDevice {
+  int64_t input = -1, result = -1;
+};
+struct ToHost {
+  int64_t input = -1, result = -1;
+};
+/// The last use of a buffer (its slot is released after it).
+struct Free {
+  int64_t buffer = -1;
+};
+/// `type` at element `offset` of a buffer.
+struct View {
+  int64_t buffer = -1, result = -1, offset = 0;
+  TensorSpec type;
+};
+} // namespace inst
+
+struct Instruction {
+  /// In InstKind's order: the variant's index is the kind.
+  std::variant<inst::Get, inst::Update, inst::Constant, inst::Call,
+               inst::AutogradBackward, inst::RngState, inst::SetRngState,
+               inst::AllGather, inst::ReduceScatter, inst::AllReduce,
+               inst::Wait, inst::LocalShard, inst::ToDevice, inst::ToHost,
+               inst::Free, inst::View>
+      op;
+  // CPU offload: the results are in host memory (counted apart).
+  bool host = false;
+  std::vector<int64_t> free; // slots released after this instruction
+
+  InstKind kind() const { return static_cast<InstKind>(op.index()); }
+  template <typename T> const T *as() const { return std::get_if<T>(&op); }
+  template <typename T> bool is() const {
+    return std::holds_alternative<T>(op);
+  }
+  /// The call, for Call and AutogradBackward; else null.
+  const inst::Call *call() const {
+    if (const auto *c = as<inst::Call>())
+      return c;
+    return as<inst::AutogradBackward>();
+  }
 };
 
 struct Plan {
