@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 namespace fsdp::runtime {
 
@@ -505,6 +506,106 @@ static Instruction parseInstruction(const json &i, const std::string &path) {
     break;
   }
   return inst;
+}
+
+static void writeType(json &j, const TensorSpec &type) {
+  j["shape"] = type.shape;
+  j["dtype"] = dtypeName(type.dtype);
+}
+
+static void writeCall(json &j, const inst::Call &call) {
+  j["op"] = call.op;
+  if (!call.loc.empty())
+    j["loc"] = call.loc;
+  j["args"] = call.args;
+  j["results"] = call.results;
+  j["num_schema_results"] = call.numSchemaResults;
+  j["mutates"] = call.mutates;
+  j["list_result"] = call.listResult;
+}
+
+json instructionJson(const Instruction &inst) {
+  json j = json::object();
+  j["kind"] = std::string(plan::name(inst.kind()));
+  std::visit(
+      [&](const auto &op) {
+        using T = std::decay_t<decltype(op)>;
+        if constexpr (std::is_same_v<T, inst::Get>) {
+          j["state"] = op.state;
+          j["result"] = op.result;
+          if (op.castDtype)
+            j["dtype"] = dtypeName(*op.castDtype);
+        } else if constexpr (std::is_same_v<T, inst::Update>) {
+          j["state"] = op.state;
+          j["value"] = op.value;
+          if (op.castDtype)
+            j["dtype"] = dtypeName(*op.castDtype);
+        } else if constexpr (std::is_same_v<T, inst::Constant>) {
+          writeType(j, op.type);
+          j["hex"] = op.hex;
+          j["result"] = op.result;
+        } else if constexpr (std::is_same_v<T, inst::Call>) {
+          writeCall(j, op);
+        } else if constexpr (std::is_same_v<T, inst::AutogradBackward>) {
+          writeCall(j, op);
+          json grads = json::array();
+          for (const auto &[result, grad] : op.resultGrads)
+            grads.push_back({{"result", result}, {"grad", grad}});
+          j["grads"] = std::move(grads);
+          if (op.rng >= 0)
+            j["rng"] = op.rng;
+          j["wrt"] = op.wrt;
+        } else if constexpr (std::is_same_v<T, inst::RngState>) {
+          j["result"] = op.result;
+        } else if constexpr (std::is_same_v<T, inst::SetRngState>) {
+          j["state"] = op.state;
+        } else if constexpr (std::is_same_v<T, inst::AllGather>) {
+          j["unit"] = op.unit;
+          j["group"] = std::string(plan::name(op.group));
+          j["input"] = op.input;
+          j["result"] = op.result;
+        } else if constexpr (std::is_same_v<T, inst::ReduceScatter>) {
+          j["unit"] = op.unit;
+          j["group"] = std::string(plan::name(op.group));
+          if (op.acrossWorld)
+            j["across"] = std::string(plan::name(CommGroup::World));
+          j["reduce"] = op.mean ? "mean" : "sum";
+          j["input"] = op.input;
+          j["result"] = op.result;
+        } else if constexpr (std::is_same_v<T, inst::AllReduce>) {
+          j["group"] = std::string(plan::name(op.group));
+          j["reduce"] = op.mean ? "mean" : "sum";
+          j["input"] = op.input;
+          j["result"] = op.result;
+        } else if constexpr (std::is_same_v<T, inst::Wait>) {
+          writeType(j, op.type);
+          j["future"] = op.future;
+          j["result"] = op.result;
+        } else if constexpr (std::is_same_v<T, inst::LocalShard>) {
+          writeType(j, op.type);
+          j["unit"] = op.unit;
+          j["group"] = std::string(plan::name(op.group));
+          j["buffer"] = op.buffer;
+          j["result"] = op.result;
+        } else if constexpr (std::is_same_v<T, inst::ToDevice> ||
+                             std::is_same_v<T, inst::ToHost>) {
+          j["input"] = op.input;
+          j["result"] = op.result;
+        } else if constexpr (std::is_same_v<T, inst::Free>) {
+          j["buffer"] = op.buffer;
+        } else {
+          static_assert(std::is_same_v<T, inst::View>);
+          writeType(j, op.type);
+          j["buffer"] = op.buffer;
+          j["offset"] = op.offset;
+          j["result"] = op.result;
+        }
+      },
+      inst.op);
+  j["free"] = inst.free;
+  if (inst.host)
+    j["host"] = true;
+  return j;
 }
 
 Plan loadPlan(const std::string &path) {

@@ -61,11 +61,13 @@ struct Options {
   int64_t nproc = 0;   // > 0: start this many local ranks
   std::optional<uint64_t> seed; // the generator's seed on every rank
   bool profile = false;
+  bool printPlan = false; // print the plan as read, then stop
 };
 
 [[noreturn]] void usage(const std::string &why) {
   std::cerr << "fsdp-run: " << why << "\n"
-            << "usage: fsdp-run PLAN --model M.pt --data D.pt [--steps N] "
+            << "usage: fsdp-run PLAN --print-plan\n"
+            << "       fsdp-run PLAN --model M.pt --data D.pt [--steps N] "
                "[--metrics F.jsonl] [--save F.pt] [--outputs F.pt] "
                "[--memory-timeline F.json] [--threads N] [--profile] "
                "[--nproc N] [--checkpoint-dir DIR [--checkpoint-every N] "
@@ -90,6 +92,7 @@ Options parseArgs(int argc, char **argv) {
     else if (a == "--outputs") o.outputs = value();
     else if (a == "--memory-timeline") o.memoryTimeline = value();
     else if (a == "--profile") o.profile = true;
+    else if (a == "--print-plan") o.printPlan = true;
     else if (a == "--checkpoint-dir") o.checkpointDir = value();
     else if (a == "--resume") o.resume = value();
     else if (a == "--state-dict-type") {
@@ -136,6 +139,11 @@ Options parseArgs(int argc, char **argv) {
     else usage("unexpected argument " + a);
   }
   if (o.plan.empty()) usage("no plan given");
+  if (o.printPlan) {
+    if (argc != 3)
+      usage("--print-plan takes the plan alone");
+    return o;
+  }
   if (o.model.empty()) usage("--model is required");
   if (o.data.empty()) usage("--data is required");
   if (o.checkpointDir.empty() &&
@@ -402,6 +410,14 @@ std::string selfPath() {
   if (n <= 0)
     return "/proc/self/exe";
   return std::string(buffer.data(), static_cast<size_t>(n));
+}
+
+/// `--print-plan`: the plan's instructions as this fsdp-run read and
+/// checked them, written back one per line (what a round-trip test compares
+/// with the file fsdp-opt wrote).
+void printPlan(const Plan &plan) {
+  for (const Instruction &inst : plan.instructions)
+    std::cout << instructionJson(inst).dump() << "\n";
 }
 
 /// `--nproc N`: runs this command as N local ranks (the torchrun
@@ -856,6 +872,10 @@ int main(int argc, char **argv) {
   std::unique_ptr<Communicator> comm;
   std::string message;
   try {
+    if (o.printPlan) {
+      printPlan(loadPlan(o.plan));
+      return 0;
+    }
     if (o.nproc > 0)
       return launchLocalRanks(o, argc, argv);
     info = rankInfoFromEnvironment();

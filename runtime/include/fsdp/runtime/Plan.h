@@ -252,6 +252,10 @@ struct Plan {
 /// Reads and checks a plan file; throws Error naming the file and the problem.
 Plan loadPlan(const std::string &path);
 
+/// An instruction as the plan file spells it: what loadPlan read, written
+/// back (the round trip a test compares with what fsdp-opt emitted).
+nlohmann::json instructionJson(const Instruction &inst);
+
 c10::ScalarType parseDtype(const std::string &name);
 std::string dtypeName(c10::ScalarType dtype);
 
