@@ -310,7 +310,8 @@ void Shard::reduceGradients(Unit &unit) {
         CommGroupAttr::get(ctx, CommGroup::world), mean);
     Value future = start.getResult();
     finishers.emplace_back(completedAt, [=](OpBuilder &end) {
-      Value g = WaitOp::create(end, loc, shardType, future);
+      auto g = WaitOp::create(end, loc, shardType, future);
+      g->setAttr(kReducedGradAttr, end.getUnitAttr());
       GradOp::create(end, loc, ref, toStored(end, g));
     });
     return;
@@ -323,7 +324,8 @@ void Shard::reduceGradients(Unit &unit) {
         CommGroupAttr::get(ctx, CommGroup::world), mean);
     Value future = start.getResult();
     finishers.emplace_back(completedAt, [=](OpBuilder &end) {
-      Value whole = WaitOp::create(end, loc, fullType, future);
+      auto whole = WaitOp::create(end, loc, fullType, future);
+      whole->setAttr(kReducedGradAttr, end.getUnitAttr());
       Value g = LocalShardOp::create(
           end, loc, shardType, whole, ref,
           CommGroupAttr::get(ctx, CommGroup::shard));
@@ -344,13 +346,14 @@ void Shard::reduceGradients(Unit &unit) {
   Value future = start.getResult();
   bool twoStage = hybrid && !ordered;
   finishers.emplace_back(completedAt, [=](OpBuilder &end) {
-    Value g = WaitOp::create(end, loc, shardType, future);
+    auto g = WaitOp::create(end, loc, shardType, future);
     if (twoStage) {
       auto across = AllReduceStartOp::create(
-          end, loc, FutureType::get(ctx, shardType), g,
+          end, loc, FutureType::get(ctx, shardType), g.getResult(),
           CommGroupAttr::get(ctx, CommGroup::replicate), mean);
       g = WaitOp::create(end, loc, shardType, across.getResult());
     }
+    g->setAttr(kReducedGradAttr, end.getUnitAttr());
     GradOp::create(end, loc, ref, toStored(end, g));
   });
 }
@@ -550,7 +553,8 @@ LogicalResult Shard::run(ModuleOp module) {
     Type stored = cast<ShapedType>(p.getType()).getElementType();
     Value future = start.getResult();
     finishers.emplace_back(order->at(grad), [=](OpBuilder &end) {
-      Value g = WaitOp::create(end, loc, type, future);
+      auto g = WaitOp::create(end, loc, type, future);
+      g->setAttr(kReducedGradAttr, end.getUnitAttr());
       GradOp::create(end, loc, ref,
                      aten::ATenBuilder(end, loc).cast(g, stored));
     });

@@ -382,21 +382,17 @@ Executor::Executor(const Plan &plan, Communicator *comm)
   for (const StateEntry &e : plan.state)
     if (e.host)
       hostState.insert(e.name);
-  // Which start each wait completes.
-  startOf.assign(plan.instructions.size(), 0);
-  std::map<int64_t, size_t> startBySlot;
+  // Every wait completes a collective started before it.
+  std::set<int64_t> started;
   for (size_t i = 0; i < plan.instructions.size(); ++i) {
     const Instruction &inst = plan.instructions[i];
     if (std::optional<int64_t> future = collectiveFuture(inst))
-      startBySlot[*future] = i;
-    if (const auto *wait = inst.as<inst::Wait>()) {
-      auto it = startBySlot.find(wait->future);
-      if (it == startBySlot.end())
+      started.insert(*future);
+    if (const auto *wait = inst.as<inst::Wait>())
+      if (!started.count(wait->future))
         throw Error("plan instruction #" + std::to_string(i) +
                     " waits on slot " + std::to_string(wait->future) +
                     ", which no collective started");
-      startOf[i] = it->second;
-    }
   }
   calls.resize(plan.instructions.size());
   constants.resize(plan.instructions.size());
@@ -762,12 +758,8 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
                     " (wait): the collective returned " +
                     TensorSpec{t.sizes().vec(), t.scalar_type()}.str() +
                     ", the plan expects " + wait->type.str());
-      // A reduced gradient, what the optimizer reads (a HYBRID_SHARD
-      // all-reduce across replicas replaces the shard it reduces).
-      const Instruction &start = plan.instructions[startOf[i]];
-      const auto *allReduce = start.as<inst::AllReduce>();
-      if (start.is<inst::ReduceScatter>() ||
-          (allReduce && allReduce->group != CommGroup::Replicate))
+      // A reduced gradient, what the optimizer reads: as the plan says.
+      if (wait->gradient)
         gradBytes += t.nbytes();
       set(wait->result, std::move(t));
     } else if (inst.is<inst::Free>()) {

@@ -485,7 +485,8 @@ static Instruction parseInstruction(const json &i, const std::string &path) {
                               slot("result")};
     break;
   case InstKind::Wait:
-    inst.op = inst::Wait{slot("future"), slot("result"), parseType(i)};
+    inst.op = inst::Wait{slot("future"), slot("result"), parseType(i),
+                         i.value("gradient", false)};
     break;
   case InstKind::LocalShard:
     inst.op = inst::LocalShard{i.at("unit").get<std::string>(), group(), slot("buffer"), slot("result"),
@@ -581,6 +582,8 @@ json instructionJson(const Instruction &inst) {
           writeType(j, op.type);
           j["future"] = op.future;
           j["result"] = op.result;
+          if (op.gradient)
+            j["gradient"] = true;
         } else if constexpr (std::is_same_v<T, inst::LocalShard>) {
           writeType(j, op.type);
           j["unit"] = op.unit;

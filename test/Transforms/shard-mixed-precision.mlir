@@ -18,7 +18,7 @@
 // FOUR:      %[[H:.+]] = aten.call "aten::to.dtype"(%{{.+}}, f16, false, false, none) : (tensor<12xbf16>) -> tensor<12xf16>
 // FOUR-NEXT: %[[PRE:.+]] = aten.call "aten::div.Scalar"(%[[H]], 2.000000e+00) : (tensor<12xf16>) -> tensor<12xf16>
 // FOUR-NEXT: %[[RS:.+]] = fsdp.reduce_scatter.start %[[PRE]] for @_flat_param group shard reduce sum : tensor<12xf16> -> <tensor<3xf16>>
-// FOUR:      %[[W:.+]] = fsdp.wait %[[RS]] : <tensor<3xf16>>
+// FOUR:      %[[W:.+]] = fsdp.wait %[[RS]] {fsdp.reduced_grad} : <tensor<3xf16>>
 // FOUR-NEXT: %[[POST:.+]] = aten.call "aten::div.Scalar"(%[[W]], 2.000000e+00) : (tensor<3xf16>) -> tensor<3xf16>
 // FOUR-NEXT: aten.call "aten::to.dtype"(%[[POST]], f32, false, false, none) : (tensor<3xf16>) -> tensor<3xf32>
 
@@ -57,7 +57,7 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 // FULL:         %[[G:.+]] = aten.call "aten::cat"
 // FULL-SAME:      -> tensor<10xbf16>
 // FULL-NEXT:    %[[RS:.+]] = fsdp.reduce_scatter.start %[[G]] for @_flat_param group shard reduce mean : tensor<10xbf16> -> <tensor<5xbf16>>
-// FULL:         %[[W:.+]] = fsdp.wait %[[RS]] : <tensor<5xbf16>>
+// FULL:         %[[W:.+]] = fsdp.wait %[[RS]] {fsdp.reduced_grad} : <tensor<5xbf16>>
 // FULL-NEXT:    %[[W32:.+]] = aten.call "aten::to.dtype"(%[[W]], f32, false, false, none) : (tensor<5xbf16>) -> tensor<5xf32>
 // FULL-NEXT:    %[[P:.+]] = fsdp.get @_flat_param : tensor<5xf32>
 // FULL-NEXT:    aten.call "aten::add.Tensor"(%[[P]], %[[W32]], -1.000000e-01) : (tensor<5xf32>, tensor<5xf32>) -> tensor<5xf32>
@@ -66,18 +66,18 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 // F32:         %[[G:.+]] = aten.call "aten::cat"
 // F32-NEXT:    %[[G32:.+]] = aten.call "aten::to.dtype"(%[[G]], f32, false, false, none) : (tensor<10xbf16>) -> tensor<10xf32>
 // F32-NEXT:    fsdp.reduce_scatter.start %[[G32]] for @_flat_param group shard reduce mean : tensor<10xf32> -> <tensor<5xf32>>
-// F32:         %[[W:.+]] = fsdp.wait %{{.+}} : <tensor<5xf32>>
+// F32:         %[[W:.+]] = fsdp.wait %{{.+}} {fsdp.reduced_grad} : <tensor<5xf32>>
 // F32-NEXT:    %[[P:.+]] = fsdp.get @_flat_param : tensor<5xf32>
 // F32-NEXT:    aten.call "aten::add.Tensor"(%[[P]], %[[W]], -1.000000e-01)
 
 // NO_SHARD reads the whole flat parameter rounded and all-reduces bf16.
 // NOSHARD:      fsdp.get @_flat_param : tensor<22xbf16>
 // NOSHARD:      fsdp.all_reduce.start %{{.+}} group world reduce mean : tensor<22xbf16> -> <tensor<22xbf16>>
-// NOSHARD:      %[[W:.+]] = fsdp.wait %{{.+}} : <tensor<22xbf16>>
+// NOSHARD:      %[[W:.+]] = fsdp.wait %{{.+}} {fsdp.reduced_grad} : <tensor<22xbf16>>
 // NOSHARD-NEXT: aten.call "aten::to.dtype"(%[[W]], f32, false, false, none) : (tensor<22xbf16>) -> tensor<22xf32>
 
 // OSS keeps its bf16 shard of the all-reduced gradient, then casts it.
-// OSS:          %[[W:.+]] = fsdp.wait %{{.+}} : <tensor<22xbf16>>
+// OSS:          %[[W:.+]] = fsdp.wait %{{.+}} {fsdp.reduced_grad} : <tensor<22xbf16>>
 // OSS-NEXT:     %[[S:.+]] = fsdp.local_shard %[[W]] for @_flat_param group shard : tensor<22xbf16> -> tensor<11xbf16>
 // OSS-NEXT:     aten.call "aten::to.dtype"(%[[S]], f32, false, false, none) : (tensor<11xbf16>) -> tensor<11xf32>
 

@@ -34,7 +34,9 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 // its last, gathered again in the backward where a gradient needs it (the
 // first layer's input gradient is not needed, so `a` is not), and its flat
 // gradient reduce-scattered (mean) right after the last contribution. The
-// waits come at the end of the step, in the order the reductions started.
+// waits come at the end of the step, in the order the reductions started;
+// each wait that yields a reduced gradient says so (fsdp.reduced_grad, the
+// plan's "gradient"), a gather's wait does not.
 // FULL:       module attributes {{{.*}}fsdp.shard_group_size = 2 : i64, fsdp.sharding = #fsdp<sharding FULL_SHARD>, fsdp.world_size = 2 : i64}
 // FULL:       fsdp.param @unused : tensor<3xf32>
 // FULL-NEXT:  fsdp.flat_param @a._flat_param for "a" params [@a.weight] offsets [0] numel 12 padded 12 shards 2 : f32
@@ -43,7 +45,7 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 // FULL-LABEL: func.func @train_step
 // FULL-NEXT:    %[[AS:.+]] = fsdp.get @a._flat_param : tensor<6xf32>
 // FULL-NEXT:    %[[AF:.+]] = fsdp.all_gather.start %[[AS]] for @a._flat_param group shard : tensor<6xf32> -> <tensor<12xf32>>
-// FULL-NEXT:    %[[A:.+]] = fsdp.wait %[[AF]]
+// FULL-NEXT:    %[[A:.+]] = fsdp.wait %[[AF]] :
 // FULL-NEXT:    %[[WA:.+]] = fsdp.view %[[A]][0] : tensor<12xf32> to tensor<4x3xf32>
 // FULL-NEXT:    aten.call "aten::linear"(%arg0, %[[WA]], none)
 // FULL-NEXT:    fsdp.free %[[A]] : tensor<12xf32>
@@ -72,11 +74,11 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 // FULL:         %[[RSB:.+]] = fsdp.reduce_scatter.start %{{.+}} for @b._flat_param
 // FULL-NOT:     fsdp.all_gather.start
 // FULL:         %[[RSA:.+]] = fsdp.reduce_scatter.start %{{.+}} for @a._flat_param
-// FULL-NEXT:    %[[GR:.+]] = fsdp.wait %[[RSR]]
+// FULL-NEXT:    %[[GR:.+]] = fsdp.wait %[[RSR]] {fsdp.reduced_grad}
 // FULL-NEXT:    fsdp.grad @_flat_param, %[[GR]] : tensor<5xf32>
-// FULL-NEXT:    %[[GB:.+]] = fsdp.wait %[[RSB]]
+// FULL-NEXT:    %[[GB:.+]] = fsdp.wait %[[RSB]] {fsdp.reduced_grad}
 // FULL-NEXT:    fsdp.grad @b._flat_param, %[[GB]] : tensor<8xf32>
-// FULL-NEXT:    %[[GA:.+]] = fsdp.wait %[[RSA]]
+// FULL-NEXT:    %[[GA:.+]] = fsdp.wait %[[RSA]] {fsdp.reduced_grad}
 // FULL-NEXT:    fsdp.grad @a._flat_param, %[[GA]] : tensor<6xf32>
 // FULL-NEXT:    return
 
@@ -105,9 +107,9 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 // NOSHARD-NEXT:  fsdp.view %[[F]][0] : tensor<22xf32> to tensor<4x3xf32>
 // NOSHARD:       %[[BG:.+]] = fsdp.all_reduce.start %{{.+}} group world reduce mean : tensor<4x4xf32> -> <tensor<4x4xf32>>
 // NOSHARD:       %[[FG:.+]] = fsdp.all_reduce.start %{{.+}} group world reduce mean : tensor<22xf32> -> <tensor<22xf32>>
-// NOSHARD-NEXT:  %[[B:.+]] = fsdp.wait %[[BG]]
+// NOSHARD-NEXT:  %[[B:.+]] = fsdp.wait %[[BG]] {fsdp.reduced_grad}
 // NOSHARD-NEXT:  fsdp.grad @b.weight, %[[B]] : tensor<4x4xf32>
-// NOSHARD-NEXT:  %[[G:.+]] = fsdp.wait %[[FG]]
+// NOSHARD-NEXT:  %[[G:.+]] = fsdp.wait %[[FG]] {fsdp.reduced_grad}
 // NOSHARD-NEXT:  fsdp.grad @_flat_param, %[[G]] : tensor<22xf32>
 
 // HYBRID_SHARD, 8 ranks in shard groups of 4: 38 elements padded to 40
@@ -119,7 +121,7 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 // HYBRID:       %[[PAD:.+]] = aten.call "aten::new_zeros"(%{{.+}}, [2], f32, none, none, none) : (tensor<12xf32>) -> tensor<2xf32>
 // HYBRID-NEXT:  %[[FLAT:.+]] = aten.call "aten::cat"([%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[PAD]]], 0) : ({{.*}}) -> tensor<40xf32>
 // HYBRID-NEXT:  %[[RS:.+]] = fsdp.reduce_scatter.start %[[FLAT]] for @_flat_param group shard across world reduce mean : tensor<40xf32> -> <tensor<10xf32>>
-// HYBRID-NEXT:  %[[G:.+]] = fsdp.wait %[[RS]]
+// HYBRID-NEXT:  %[[G:.+]] = fsdp.wait %[[RS]] {fsdp.reduced_grad}
 // HYBRID-NEXT:  fsdp.grad @_flat_param, %[[G]] : tensor<10xf32>
 // HYBRID-NOT:   fsdp.all_reduce.start
 
@@ -127,9 +129,9 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 // group, then all-reduced across the two replica groups.
 // TWOSTAGE-LABEL: func.func @train_step
 // TWOSTAGE:       %[[RS:.+]] = fsdp.reduce_scatter.start %{{.+}} for @_flat_param group shard reduce mean : tensor<40xf32> -> <tensor<10xf32>>
-// TWOSTAGE-NEXT:  %[[S:.+]] = fsdp.wait %[[RS]]
+// TWOSTAGE-NEXT:  %[[S:.+]] = fsdp.wait %[[RS]] :
 // TWOSTAGE-NEXT:  %[[AR:.+]] = fsdp.all_reduce.start %[[S]] group replicate reduce mean : tensor<10xf32> -> <tensor<10xf32>>
-// TWOSTAGE-NEXT:  %[[G:.+]] = fsdp.wait %[[AR]]
+// TWOSTAGE-NEXT:  %[[G:.+]] = fsdp.wait %[[AR]] {fsdp.reduced_grad}
 // TWOSTAGE-NEXT:  fsdp.grad @_flat_param, %[[G]] : tensor<10xf32>
 // ZERO2-NOT:     fsdp.all_gather.start
 
@@ -146,7 +148,7 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 // OSS:       %[[A:.*]] = fsdp.get @a._flat_param : tensor<12xf32>
 // OSS-NEXT:  fsdp.view %[[A]][0] : tensor<12xf32> to tensor<4x3xf32>
 // OSS:       %[[R:.*]] = fsdp.all_reduce.start %{{.*}} group world reduce mean : tensor<12xf32> -> <tensor<12xf32>>
-// OSS:       %[[W:.*]] = fsdp.wait %[[R]] : <tensor<12xf32>>
+// OSS:       %[[W:.*]] = fsdp.wait %[[R]] {fsdp.reduced_grad} : <tensor<12xf32>>
 // OSS-NEXT:  %[[G:.*]] = fsdp.local_shard %[[W]] for @a._flat_param group shard : tensor<12xf32> -> tensor<6xf32>
 // OSS-NEXT:  %[[P:.*]] = fsdp.local_shard %[[A]] for @a._flat_param group shard : tensor<12xf32> -> tensor<6xf32>
 // OSS-NEXT:  %[[U:.*]] = aten.call "aten::add.Tensor"(%[[P]], %[[G]], {{.*}}) : {{.*}} -> tensor<6xf32>
@@ -164,5 +166,5 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 // SDDP-NOT:   fsdp.free
 // SDDP:       fsdp.get @a._flat_param : tensor<12xf32>
 // SDDP:       %[[R:.*]] = fsdp.reduce_scatter.start %{{.*}} for @a._flat_param group shard reduce mean : tensor<12xf32> -> <tensor<6xf32>>
-// SDDP:       %[[W:.*]] = fsdp.wait %[[R]] : <tensor<6xf32>>
+// SDDP:       %[[W:.*]] = fsdp.wait %[[R]] {fsdp.reduced_grad} : <tensor<6xf32>>
 // SDDP-NEXT:  fsdp.grad @a._flat_param, %[[W]] : tensor<6xf32>

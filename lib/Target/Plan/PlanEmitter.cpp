@@ -456,6 +456,9 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
       inst["kind"] = kindName(plan::InstKind::Wait);
       inst["future"] = slot(wait.getFuture());
       inst["result"] = slot(wait.getResult());
+      // fsdp-shard's word: a parameter's reduced gradient.
+      if (wait->hasAttr(kReducedGradAttr))
+        inst["gradient"] = true;
     } else if (auto local = dyn_cast<LocalShardOp>(op)) {
       FailureOr<json::Value> type = typeJson(&op, local.getType());
       if (failed(type))

@@ -10,6 +10,7 @@
 #include <ATen/core/stack.h>
 
 #include <map>
+#include <set>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -132,7 +133,6 @@ private:
   std::vector<at::Tensor> slots;
   std::vector<std::unique_ptr<Pending>> futures; // by slot
   std::vector<std::vector<at::Tensor>> held;     // by future slot
-  std::vector<size_t> startOf; // a Wait's collective start, by instruction
   Communicator *comm;
   std::unique_ptr<Communicator> single;
   int64_t gradBytes = 0;

@@ -172,6 +172,7 @@ struct AllReduce {
 struct Wait {
   int64_t future = -1, result = -1;
   TensorSpec type;
+  bool gradient = false; // the result is a parameter's reduced gradient
 };
 /// The rank's shard of a gathered buffer (`type`: the shard's).
 struct LocalShard {

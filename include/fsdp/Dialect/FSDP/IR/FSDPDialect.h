@@ -83,6 +83,12 @@ inline constexpr llvm::StringLiteral kNameAttr = "fsdp.name";
 inline constexpr llvm::StringLiteral kCheckpointAttr = "fsdp.checkpoint";
 inline constexpr llvm::StringLiteral kRecomputeAttr = "fsdp.recompute";
 
+/// On an fsdp.wait, set by fsdp-shard: its result is a parameter's reduced
+/// gradient (what the optimizer reads; the last wait of a two-stage
+/// reduction), which the plan states for the runtime's count of gradient
+/// bytes.
+inline constexpr llvm::StringLiteral kReducedGradAttr = "fsdp.reduced_grad";
+
 /// The module attribute a sharded step carries its strategy in (a
 /// ShardingStrategyAttr), set by fsdp-shard.
 inline constexpr llvm::StringLiteral kShardingAttr = "fsdp.sharding";
