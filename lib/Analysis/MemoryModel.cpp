@@ -14,7 +14,6 @@
 #include "fsdp/Dialect/ATen/IR/ATenDialect.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 
-#include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
 #include <numeric>
@@ -261,43 +260,6 @@ Layout preservedLayout(const Layout &input) {
     return input;
   const Layout *operands[] = {&input};
   return tensorIteratorLayout(input.sizes, operands);
-}
-
-/// ATen kernels built on TensorIterator that lay out their result after
-/// their tensor operands (by name, every overload).
-bool isPointwise(StringRef name) {
-  static const llvm::StringSet<> ops = {
-      "aten::abs", "aten::add", "aten::addcdiv", "aten::addcmul",
-      "aten::bitwise_and", "aten::bitwise_not", "aten::bitwise_or",
-      "aten::bitwise_xor", "aten::ceil", "aten::clamp", "aten::clamp_max",
-      "aten::clamp_min", "aten::cos", "aten::cosh", "aten::div", "aten::elu",
-      "aten::elu_backward", "aten::eq", "aten::erf", "aten::exp",
-      "aten::expm1", "aten::floor", "aten::ge", "aten::gelu",
-      "aten::gelu_backward", "aten::gt", "aten::hardsigmoid",
-      "aten::hardsigmoid_backward", "aten::hardswish",
-      "aten::hardswish_backward", "aten::hardtanh",
-      "aten::hardtanh_backward", "aten::le", "aten::leaky_relu",
-      "aten::leaky_relu_backward", "aten::lerp", "aten::log", "aten::log1p",
-      "aten::logical_and", "aten::logical_not", "aten::logical_or", "aten::lt",
-      "aten::masked_fill", "aten::maximum", "aten::minimum", "aten::mish",
-      "aten::mish_backward", "aten::mul", "aten::ne", "aten::neg", "aten::pow",
-      "aten::reciprocal", "aten::relu", "aten::remainder", "aten::round",
-      "aten::rsqrt", "aten::rsub", "aten::sigmoid", "aten::sigmoid_backward",
-      "aten::sign", "aten::silu", "aten::silu_backward", "aten::sin",
-      "aten::sinh", "aten::softplus", "aten::softplus_backward", "aten::sqrt",
-      "aten::square", "aten::sub", "aten::tan", "aten::tanh",
-      "aten::tanh_backward", "aten::threshold", "aten::threshold_backward",
-      "aten::true_divide", "aten::trunc", "aten::where", "aten::xlogy"};
-  return ops.contains(name);
-}
-
-/// Copies that keep their input's layout (preserve_format).
-bool isPreservingCopy(StringRef name) {
-  static const llvm::StringSet<> ops = {
-      "aten::clone", "aten::_to_copy", "aten::empty_like", "aten::zeros_like",
-      "aten::ones_like", "aten::full_like", "aten::rand_like",
-      "aten::randn_like"};
-  return ops.contains(name);
 }
 
 int64_t elementBytes(Type type) {
@@ -634,7 +596,7 @@ void Simulation::call(aten::CallOp op) {
       continue;
     }
     // View ops: always the input's storage.
-    if (aten::mayAlias(overload)) {
+    if (aten::hasFact(overload, aten::OpFact::View)) {
       Layout layout;
       if (name == "aten::t" || name == "aten::transpose" ||
           name == "aten::swapaxes" || name == "aten::swapdims" ||
@@ -800,12 +762,13 @@ void Simulation::call(aten::CallOp op) {
       continue;
     }
     // A kernel's own result.
-    if (isPointwise(name)) {
+    if (aten::hasFact(name, aten::OpFact::Pointwise)) {
       SmallVector<const Layout *> operands;
       for (Value operand : op.getOperands())
         operands.push_back(&layoutOf[operand]);
       freshResult(r, tensorIteratorLayout(shape, operands));
-    } else if (isPreservingCopy(name) && in->sizes == shape) {
+    } else if (aten::hasFact(name, aten::OpFact::PreservesLayout) &&
+               in->sizes == shape) {
       freshResult(r, preservedLayout(*in));
     } else if (auto strides = resultStrides(op, r)) {
       // Laid out as the importer's meta call laid it out (dense, permuted).

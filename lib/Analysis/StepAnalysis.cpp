@@ -57,7 +57,8 @@ bool fsdp::isViewOf(Operation *user, Value operand) {
   if (auto view = dyn_cast<ViewOp>(user))
     return view.getBuffer() == operand;
   auto call = dyn_cast<aten::CallOp>(user);
-  return call && !call.getMutates() && aten::mayAlias(call.getOverload()) &&
+  return call && !call.getMutates() &&
+         aten::hasFact(call.getOverload(), aten::OpFact::View) &&
          call.getNumOperands() >= 1 && call.getOperand(0) == operand;
 }
 

@@ -202,7 +202,8 @@ void Differentiator::analyze() {
       continue;
     }
     auto call = dyn_cast<aten::CallOp>(op);
-    if (!call || aten::isNonDifferentiable(call.getOverload()))
+    if (!call ||
+        aten::hasFact(call.getOverload(), aten::OpFact::NonDifferentiable))
       continue;
     if (llvm::any_of(call.getOperands(),
                      [&](Value v) { return varied.contains(v); }))

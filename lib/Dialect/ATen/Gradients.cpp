@@ -10,7 +10,6 @@
 #include "fsdp/Dialect/ATen/Gradients.h"
 
 #include "llvm/ADT/StringMap.h"
-#include "llvm/ADT/StringSet.h"
 
 #include <cmath>
 #include <numeric>
@@ -1447,18 +1446,6 @@ const llvm::StringMap<Rule> &registry() {
   return rules;
 }
 
-/// `aten::relu_` -> `aten::relu`, `aten::add_.Tensor` -> `aten::add.Tensor`;
-/// empty if `overload` is not an in-place form.
-std::string functionalForm(StringRef overload) {
-  auto [base, rest] = overload.split('.');
-  if (!base.ends_with("_") || base.ends_with("__"))
-    return "";
-  std::string name = base.drop_back().str();
-  if (!rest.empty())
-    name += "." + rest.str();
-  return name;
-}
-
 } // namespace
 
 const GradientRule *fsdp::aten::lookupGradient(StringRef overload) {
@@ -1470,31 +1457,6 @@ const GradientRule *fsdp::aten::lookupGradient(StringRef overload) {
       it = rules.find(functional);
   }
   return it == rules.end() ? nullptr : &it->second;
-}
-
-bool fsdp::aten::isNonDifferentiable(StringRef overload) {
-  // By operator name: every overload, and the in-place form too.
-  static const llvm::StringSet<> names = {
-      "aten::eq", "aten::ne", "aten::lt", "aten::le", "aten::gt", "aten::ge",
-      "aten::logical_and", "aten::logical_or", "aten::logical_not",
-      "aten::logical_xor", "aten::bitwise_and", "aten::bitwise_or",
-      "aten::bitwise_not", "aten::bitwise_xor", "aten::argmax", "aten::argmin",
-      "aten::argsort", "aten::sign", "aten::sgn", "aten::floor", "aten::ceil",
-      "aten::round", "aten::trunc", "aten::floor_divide", "aten::zeros_like",
-      "aten::ones_like", "aten::full_like", "aten::empty_like",
-      "aten::rand_like", "aten::randn_like", "aten::randint_like",
-      "aten::new_zeros", "aten::new_ones", "aten::new_full", "aten::new_empty",
-      "aten::new_empty_strided", "aten::bernoulli", "aten::detach",
-      "aten::isnan", "aten::isinf", "aten::isfinite", "aten::fill",
-      "aten::zero", "aten::empty", "aten::zeros", "aten::ones", "aten::full",
-      "aten::arange", "aten::rand", "aten::randn", "aten::randint",
-      "aten::randperm", "aten::uniform", "aten::normal", "aten::multinomial",
-      "aten::one_hot", "aten::eye", "aten::_shape_as_tensor",
-      "aten::scalar_tensor", "aten::tensor"};
-  StringRef base = overload.split('.').first;
-  if (base.ends_with("_") && !base.ends_with("__"))
-    base = base.drop_back();
-  return names.contains(base);
 }
 
 SmallVector<StringRef> fsdp::aten::gradientRuleNames() {

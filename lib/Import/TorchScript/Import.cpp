@@ -1039,14 +1039,11 @@ AbsValue &Importer::argument(jit::Node *node, size_t i) {
   // dtype instead, as the model's code does in eager on bf16 tensors.
   // Ranges (`arange`, `linspace`) keep their dtype: bf16 would round their
   // integers.
-  static const llvm::StringSet<> fillingFactories = {
-      "aten::zeros", "aten::ones",  "aten::empty", "aten::full",
-      "aten::rand",  "aten::randn", "aten::empty_strided"};
   const c10::FunctionSchema *schema = node->maybeSchema();
   if (!paramDtype || !schema || i >= schema->arguments().size() ||
       schema->arguments()[i].name() != "dtype" ||
-      !fillingFactories.contains(schema->name()) || !a.isConstant() ||
-      !a.constant.isInt() ||
+      !aten::hasFact(schema->name(), aten::OpFact::FillingFactory) ||
+      !a.isConstant() || !a.constant.isInt() ||
       a.constant.toInt() != static_cast<int64_t>(at::kFloat))
     return a;
   if (computeDtypeArgument.kind != AbsValue::Kind::Constant)
@@ -1114,10 +1111,8 @@ void Importer::visitOperator(jit::Node *node) {
   Location loc = locationOf(node);
   // Factories that read only the type of their tensor input (new_zeros,
   // zeros_like, ...) make a constant: masks built from them stay constants.
-  static const llvm::StringSet<> typeOnlyFactories = {
-      "aten::new_zeros", "aten::new_ones", "aten::new_full",
-      "aten::zeros_like", "aten::ones_like", "aten::full_like"};
-  if (anyTensor && typeOnlyFactories.contains(schema.name())) {
+  if (anyTensor &&
+      aten::hasFact(schema.name(), aten::OpFact::TypeOnlyFactory)) {
     jit::Stack stack;
     bool constantArgs = true;
     for (size_t i = 0; i < node->inputs().size(); ++i) {
@@ -1146,10 +1141,8 @@ void Importer::visitOperator(jit::Node *node) {
     // All inputs are compile-time constants: the JIT computes the result,
     // unless it is random or too large to keep as a constant.
     // Uninitialized memory is no constant: aten::empty and friends run.
-    static const llvm::StringSet<> uninitialized = {
-        "aten::empty", "aten::empty_like", "aten::new_empty",
-        "aten::empty_strided", "aten::new_empty_strided"};
-    if (!node->isNondeterministic() && !uninitialized.contains(schema.name())) {
+    if (!node->isNondeterministic() &&
+        !aten::hasFact(schema.name(), aten::OpFact::Uninitialized)) {
       try {
         evaluateConstant(node);
       } catch (const c10::Error &e) {
@@ -1170,14 +1163,8 @@ void Importer::visitOperator(jit::Node *node) {
     // A property of the tensors' static types (is_floating_point, is_nested)
     // is what the op computes on meta tensors; a value read from tensor data
     // is not known before the step runs.
-    static const llvm::StringSet<> dataDependent = {
-        "aten::item",   "aten::Int",    "aten::Float",
-        "aten::Bool",   "aten::ScalarImplicit", "aten::equal",
-        "aten::allclose", "aten::is_nonzero", "aten::tolist",
-        "aten::_local_scalar_dense", "aten::IntImplicit",
-        "aten::FloatImplicit", "aten::is_meta", "prim::is_meta"};
     bool folded = false;
-    if (!dataDependent.contains(schema.name())) {
+    if (!aten::hasFact(schema.name(), aten::OpFact::DataDependentValue)) {
       jit::Stack stack;
       for (jit::Value *input : node->inputs())
         stack.push_back(toIValue(lookup(input), input->type(), /*meta=*/true,
@@ -1551,13 +1538,7 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
         mutated.push_back(arg);
   }
   // The shape of these results depends on tensor data.
-  static const llvm::StringSet<> dataDependentShape = {
-      "aten::nonzero", "aten::nonzero_numpy", "aten::argwhere",
-      "aten::masked_select", "aten::unique", "aten::_unique",
-      "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive",
-      "aten::bincount", "aten::repeat_interleave", "aten::nonzero_static",
-      "aten::one_hot"};
-  if (dataDependentShape.contains(schema.name()))
+  if (aten::hasFact(schema.name(), aten::OpFact::DataDependentShape))
     fail(loc, overload + " returns a tensor whose shape depends on tensor "
                          "data; a static training step needs static shapes");
   if (schema.is_vararg() || node->inputs().size() != schema.arguments().size())

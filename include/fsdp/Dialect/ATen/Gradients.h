@@ -75,11 +75,6 @@ struct GradientRule {
 /// to its functional form (`aten::relu`). Null if there is none.
 const GradientRule *lookupGradient(llvm::StringRef overload);
 
-/// True if no gradient flows through `overload` at all (comparisons,
-/// `zeros_like`, random sampling, `detach`): its results are constants to
-/// differentiation.
-bool isNonDifferentiable(llvm::StringRef overload);
-
 /// Every overload with a rule, sorted (for `--list-gradient-rules`).
 llvm::SmallVector<llvm::StringRef> gradientRuleNames();
 

@@ -2,7 +2,6 @@
 
 #include "fsdp/Dialect/ATen/IR/ATenDialect.h"
 
-#include "llvm/ADT/StringSet.h"
 
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -52,33 +51,6 @@ static bool hasPlaceholders(ArrayAttr array) {
   return llvm::any_of(array, [](Attribute a) {
     return isa<TensorArgAttr, NoneAttr>(a);
   });
-}
-
-bool fsdp::aten::mayAlias(StringRef overload) {
-  // ATen's view operators (`Tensor(a)` results) and those that return their
-  // input unchanged when they can.
-  static const llvm::StringSet<> views = {
-      "aten::alias", "aten::as_strided", "aten::broadcast_to",
-      "aten::chunk", "aten::contiguous", "aten::detach", "aten::diagonal",
-      "aten::expand", "aten::expand_as", "aten::flatten.using_ints",
-      "aten::movedim.int", "aten::movedim.intlist", "aten::narrow",
-      "aten::numpy_T", "aten::permute", "aten::reshape", "aten::reshape_as",
-      "aten::select.int", "aten::slice.Tensor", "aten::split.Tensor",
-      "aten::split_with_sizes", "aten::squeeze", "aten::squeeze.dim",
-      "aten::squeeze.dims", "aten::swapaxes", "aten::swapdims", "aten::t",
-      "aten::to.dtype", "aten::to.dtype_layout", "aten::to.device",
-      "aten::to.other", "aten::transpose.int", "aten::type_as",
-      "aten::unbind.int", "aten::unflatten.int", "aten::unfold",
-      "aten::unsqueeze", "aten::view", "aten::view_as", "aten::mT",
-      "aten::mH", "aten::adjoint", "aten::matrix_H", "aten::real",
-      "aten::imag", "aten::view.dtype", "aten::tensor_split.sections",
-      "aten::tensor_split.indices", "aten::hsplit.int", "aten::vsplit.int",
-      "aten::dsplit.int", "aten::indices", "aten::values", "aten::split.sizes",
-      "aten::unsafe_split.Tensor", "aten::unsafe_split_with_sizes",
-      "aten::unsafe_chunk", "aten::_unsafe_view", "aten::_reshape_alias",
-      "aten::view_as_real", "aten::view_as_complex", "aten::lift_fresh",
-      "aten::split_with_sizes.dimname", "aten::squeeze.dimname"};
-  return views.contains(overload);
 }
 
 int64_t fsdp::aten::numOperandsOf(Attribute arg) {

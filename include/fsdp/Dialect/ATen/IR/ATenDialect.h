@@ -19,6 +19,8 @@
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/ATen/IR/ATenOps.h.inc"
 
+#include "fsdp/Dialect/ATen/IR/OpTable.h"
+
 namespace fsdp::aten {
 /// The size in bytes of the generator state `aten.rng_state` copies (the
 /// CPU generator's, what `torch.get_rng_state()` returns).
@@ -27,12 +29,6 @@ inline constexpr int64_t kRngStateBytes = 5056;
 /// How many operands one schema argument of an `aten.call` takes (its entry
 /// in `args`: a tensor, a Tensor[], a Tensor?[] or a non-tensor value).
 int64_t numOperandsOf(mlir::Attribute arg);
-
-/// True if the overload's result may share storage with its first tensor
-/// argument (a view: `t`, `transpose.int`, `view`, `reshape`, `expand`,
-/// `select.int`, ...; also `contiguous` and `to.dtype`, which return their
-/// input when there is nothing to do).
-bool mayAlias(llvm::StringRef overload);
 } // namespace fsdp::aten
 
 #endif // FSDP_DIALECT_ATEN_IR_ATENDIALECT_H

@@ -1,0 +1,63 @@
+//===- OpTable.h - what the compiler knows of ATen operators ----*- C++ -*-===//
+//
+// One table of the facts about ATen operators that the importer, autodiff
+// and the memory model act on: which overloads return a view of their
+// input, which operators no gradient flows through, how a kernel lays out
+// its result, which factories the importer folds or retypes, whose results
+// depend on tensor data. Gradient rules live in Gradients.cpp; the facts
+// that decide whether and how an op is handled live here.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_DIALECT_ATEN_IR_OPTABLE_H
+#define FSDP_DIALECT_ATEN_IR_OPTABLE_H
+
+#include "llvm/ADT/StringRef.h"
+
+#include <string>
+
+namespace fsdp::aten {
+
+/// A fact about an ATen operator. View is a fact of one overload
+/// (`aten::to.dtype`); the others hold for every overload of an operator
+/// name (`aten::add`), and NonDifferentiable for its in-place form too.
+enum class OpFact : unsigned {
+  /// The result may share storage with the first tensor argument (a view:
+  /// `t`, `transpose.int`, `view`, `reshape`, `expand`, `select.int`, ...;
+  /// also `contiguous` and `to.dtype`, which return their input when there
+  /// is nothing to do).
+  View = 1u << 0,
+  /// No gradient flows through it (comparisons, `zeros_like`, random
+  /// sampling, `detach`): its results are constants to differentiation.
+  NonDifferentiable = 1u << 1,
+  /// A TensorIterator kernel: its result is laid out after its tensor
+  /// operands.
+  Pointwise = 1u << 2,
+  /// A copy that keeps its input's layout (preserve_format).
+  PreservesLayout = 1u << 3,
+  /// A factory that fills a new tensor of its `dtype` (mixed precision
+  /// retypes a traced float32 to the compute dtype).
+  FillingFactory = 1u << 4,
+  /// A factory that reads only the type of its tensor input (`new_zeros`,
+  /// `zeros_like`): the importer folds it to a constant.
+  TypeOnlyFactory = 1u << 5,
+  /// Returns uninitialized memory: never folded to a constant.
+  Uninitialized = 1u << 6,
+  /// Returns a value read from tensor data (`item`, `equal`): not known
+  /// before the step runs.
+  DataDependentValue = 1u << 7,
+  /// Returns a tensor whose shape depends on tensor data (`nonzero`,
+  /// `unique`): a static step cannot hold it.
+  DataDependentShape = 1u << 8,
+};
+
+/// True if `fact` holds for the operator: `overloadOrName` is an overload
+/// (`aten::add.Tensor`, `aten::relu_`) or a schema name (`aten::add`).
+bool hasFact(llvm::StringRef overloadOrName, OpFact fact);
+
+/// `aten::relu_` -> `aten::relu`, `aten::add_.Tensor` -> `aten::add.Tensor`;
+/// empty if `overload` is not an in-place form.
+std::string functionalForm(llvm::StringRef overload);
+
+} // namespace fsdp::aten
+
+#endif // FSDP_DIALECT_ATEN_IR_OPTABLE_H
