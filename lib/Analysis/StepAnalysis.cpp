@@ -36,6 +36,9 @@ int64_t StepOrder::microBatch(Operation *op) const {
 }
 
 Phase StepOrder::phase(Operation *op) const {
+  if (Operation *top = op ? body.findAncestorOpInBlock(*op) : nullptr;
+      top && top->hasAttr(kOptimizerOpAttr))
+    return Phase::Optimizer;
   int64_t pos = at(op);
   // The last boundary at or before `op`.
   auto it = llvm::upper_bound(

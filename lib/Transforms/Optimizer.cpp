@@ -44,9 +44,27 @@ struct Optimizer : fsdp::impl::OptimizerBase<Optimizer> {
   using Base::Base;
 
   void runOnOperation() override {
-    if (failed(run(getOperation())))
-      signalPassFailure();
+    ModuleOp module = getOperation();
+    // What the step holds before: every other op is the optimizer's.
+    module.walk([&](func::FuncOp func) {
+      for (Block &block : func.getBody())
+        for (Operation &op : block)
+          existing.insert(&op);
+    });
+    if (failed(run(module)))
+      return signalPassFailure();
+    Builder b(module.getContext());
+    module.walk([&](func::FuncOp func) {
+      for (Block &block : func.getBody())
+        for (Operation &op : block)
+          if (!existing.contains(&op) && !isa<func::ReturnOp>(op))
+            op.setAttr(kOptimizerOpAttr, b.getUnitAttr());
+    });
   }
+
+  /// The ops of the step before this pass (an erased one leaves the set:
+  /// its address may be a new op's).
+  llvm::DenseSet<Operation *> existing;
 
   LogicalResult run(ModuleOp module);
   LogicalResult checkOptions(ModuleOp module);
@@ -578,8 +596,10 @@ LogicalResult Optimizer::run(ModuleOp module) {
     gateUpdates(gradOps.back());
     skipped = b.cast(skip, builder.getF32Type());
   }
-  for (GradOp grad : gradOps)
+  for (GradOp grad : gradOps) {
+    existing.erase(grad);
     grad.erase();
+  }
   // The step's learning rate, gradient norm, loss scale and skip are
   // outputs the runtime reports as `lr`, `grad_norm`, `scale`, `skipped`.
   for (auto [value, name] : {std::pair(lrValue, plan::kMetricLr),

@@ -9,15 +9,15 @@
 // times the coefficient. The step returns the total as `grad_norm`.
 // CHECK-LABEL: func.func @train_step(
 // CHECK-SAME:      %[[GA:[a-z0-9]+]]: tensor<3xf32>, %[[GB:[a-z0-9]+]]: tensor<2xf32>) -> (tensor<f32>, tensor<f32> {fsdp.metric = "grad_norm"})
-// CHECK:         %[[NA:.+]] = aten.call "aten::linalg_vector_norm"(%[[GA]], 2.000000e+00, none, false, none) : (tensor<3xf32>) -> tensor<f32>
-// CHECK-NEXT:    %[[NB:.+]] = aten.call "aten::linalg_vector_norm"(%[[GB]], 2.000000e+00, none, false, none) : (tensor<2xf32>) -> tensor<f32>
-// CHECK-NEXT:    %[[ALL:.+]] = aten.call "aten::stack"({{\[}}%[[NA]], %[[NB]]], 0) : (tensor<f32>, tensor<f32>) -> tensor<2xf32>
-// CHECK-NEXT:    %[[TOTAL:.+]] = aten.call "aten::linalg_vector_norm"(%[[ALL]], 2.000000e+00, none, false, none) : (tensor<2xf32>) -> tensor<f32>
+// CHECK:         %[[NA:.+]] = aten.call "aten::linalg_vector_norm"(%[[GA]], 2.000000e+00, none, false, none) {fsdp.optimizer_op} : (tensor<3xf32>) -> tensor<f32>
+// CHECK-NEXT:    %[[NB:.+]] = aten.call "aten::linalg_vector_norm"(%[[GB]], 2.000000e+00, none, false, none) {fsdp.optimizer_op} : (tensor<2xf32>) -> tensor<f32>
+// CHECK-NEXT:    %[[ALL:.+]] = aten.call "aten::stack"({{\[}}%[[NA]], %[[NB]]], 0) {fsdp.optimizer_op} : (tensor<f32>, tensor<f32>) -> tensor<2xf32>
+// CHECK-NEXT:    %[[TOTAL:.+]] = aten.call "aten::linalg_vector_norm"(%[[ALL]], 2.000000e+00, none, false, none) {fsdp.optimizer_op} : (tensor<2xf32>) -> tensor<f32>
 // CHECK-NEXT:    %[[DENOM:.+]] = aten.call "aten::add.Scalar"(%[[TOTAL]], 9.9999999999999995E-7, 1)
 // CHECK-NEXT:    %[[RECIP:.+]] = aten.call "aten::reciprocal"(%[[DENOM]])
 // CHECK-NEXT:    %[[RAW:.+]] = aten.call "aten::mul.Scalar"(%[[RECIP]], 5.000000e-01)
 // CHECK-NEXT:    %[[COEF:.+]] = aten.call "aten::clamp"(%[[RAW]], none, 1.000000e+00)
-// CHECK-NEXT:    %[[CA:.+]] = aten.call "aten::mul.Tensor"(%[[GA]], %[[COEF]]) : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+// CHECK-NEXT:    %[[CA:.+]] = aten.call "aten::mul.Tensor"(%[[GA]], %[[COEF]]) {fsdp.optimizer_op} : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
 // CHECK-NEXT:    %[[PA:.+]] = aten.call "aten::add.Tensor"(%{{.+}}, %[[CA]], -1.000000e-01)
 // CHECK-NEXT:    fsdp.update @a, %[[PA]]
 // CHECK-NEXT:    %[[CB:.+]] = aten.call "aten::mul.Tensor"(%[[GB]], %[[COEF]])

@@ -14,7 +14,7 @@
 // CHECK-LABEL: func.func @train_step(
 // CHECK-SAME:      %[[GA:[a-z0-9]+]]: tensor<3xf32>, %[[GB:[a-z0-9]+]]: tensor<2xf32>) -> (tensor<f32>, tensor<f32> {fsdp.metric = "scale"}, tensor<f32> {fsdp.metric = "skipped"})
 // CHECK:         %[[SEED:.+]] = aten.constant dense<1.000000e+00> : tensor<f32> {fsdp.backward_start}
-// CHECK-NEXT:    %[[STORED:.+]] = fsdp.get @"scaler:scale" : tensor<f32>
+// CHECK-NEXT:    %[[STORED:.+]] = fsdp.get @"scaler:scale" {fsdp.optimizer_op} : tensor<f32>
 // CHECK-NEXT:    %[[UNSET:.+]] = aten.call "aten::eq.Scalar"(%[[STORED]], 0.000000e+00)
 // CHECK-NEXT:    %[[INIT:.+]] = aten.constant dense<1.024000e+03> : tensor<f32>
 // CHECK-NEXT:    %[[SCALE:.+]] = aten.call "aten::where.self"(%[[UNSET]], %[[INIT]], %[[STORED]])
@@ -23,23 +23,23 @@
 // CHECK-NEXT:    %[[INV:.+]] = aten.call "aten::to.dtype"(%[[R64]], f32, false, false, none)
 // CHECK-NEXT:    %[[SCALED:.+]] = aten.call "aten::mul.Tensor"(%[[SEED]], %[[SCALE]])
 // CHECK-NEXT:    aten.call "aten::mul.Tensor"(%{{.+}}, %[[SCALED]])
-// CHECK-NEXT:    %[[FA:.+]] = aten.call "aten::isfinite"(%[[GA]]) : (tensor<3xf32>) -> tensor<3xi1>
+// CHECK-NEXT:    %[[FA:.+]] = aten.call "aten::isfinite"(%[[GA]]) {fsdp.optimizer_op} : (tensor<3xf32>) -> tensor<3xi1>
 // CHECK-NEXT:    %[[AA:.+]] = aten.call "aten::all"(%[[FA]])
 // CHECK-NEXT:    %[[NA:.+]] = aten.call "aten::logical_not"(%[[AA]])
 // CHECK-NEXT:    %[[CA:.+]] = aten.call "aten::to.dtype"(%[[NA]], f32, false, false, none)
 // CHECK-NEXT:    %[[UA:.+]] = aten.call "aten::mul.Tensor"(%[[GA]], %[[INV]])
-// CHECK:         %[[CB:.+]] = aten.call "aten::to.dtype"(%{{.+}}, f32, false, false, none) : (tensor<i1>) -> tensor<f32>
+// CHECK:         %[[CB:.+]] = aten.call "aten::to.dtype"(%{{.+}}, f32, false, false, none) {fsdp.optimizer_op} : (tensor<i1>) -> tensor<f32>
 // CHECK-NEXT:    %[[FOUND:.+]] = aten.call "aten::add.Tensor"(%[[CA]], %[[CB]], 1)
 // CHECK-NEXT:    %[[UB:.+]] = aten.call "aten::mul.Tensor"(%[[GB]], %[[INV]])
-// CHECK-NEXT:    %[[SKIP:.+]] = aten.call "aten::ge.Scalar"(%[[FOUND]], 1.000000e+00) : (tensor<f32>) -> tensor<i1>
+// CHECK-NEXT:    %[[SKIP:.+]] = aten.call "aten::ge.Scalar"(%[[FOUND]], 1.000000e+00) {fsdp.optimizer_op} : (tensor<f32>) -> tensor<i1>
 // CHECK-NEXT:    %[[PA:.+]] = aten.call "aten::add.Tensor"(%{{.+}}, %[[UA]], -1.000000e-01)
-// CHECK-NEXT:    %[[OLDA:.+]] = fsdp.get @a : tensor<3xf32>
+// CHECK-NEXT:    %[[OLDA:.+]] = fsdp.get @a {fsdp.optimizer_op} : tensor<3xf32>
 // CHECK-NEXT:    %[[KEEPA:.+]] = aten.call "aten::where.self"(%[[SKIP]], %[[OLDA]], %[[PA]])
 // CHECK-NEXT:    fsdp.update @a, %[[KEEPA]]
 // CHECK:         fsdp.update @b
-// CHECK-NEXT:    %[[TRACKER:.+]] = fsdp.get @"scaler:growth_tracker" : tensor<i32>
+// CHECK-NEXT:    %[[TRACKER:.+]] = fsdp.get @"scaler:growth_tracker" {fsdp.optimizer_op} : tensor<i32>
 // CHECK-NEXT:    %[[BACKED:.+]] = aten.call "aten::mul.Scalar"(%[[SCALE]], 5.000000e-01)
-// CHECK-NEXT:    %[[GOOD:.+]] = aten.call "aten::add.Scalar"(%[[TRACKER]], 1, 1) : (tensor<i32>) -> tensor<i32>
+// CHECK-NEXT:    %[[GOOD:.+]] = aten.call "aten::add.Scalar"(%[[TRACKER]], 1, 1) {fsdp.optimizer_op} : (tensor<i32>) -> tensor<i32>
 // CHECK-NEXT:    %[[GROWS:.+]] = aten.call "aten::eq.Scalar"(%[[GOOD]], 3)
 // CHECK-NEXT:    %[[GROWN:.+]] = aten.call "aten::mul.Scalar"(%[[SCALE]], 2.000000e+00)
 // CHECK-NEXT:    %[[FINITE:.+]] = aten.call "aten::isfinite"(%[[GROWN]])
@@ -57,16 +57,16 @@
 // Sharded: each rank checks its shards; the count is summed over the world
 // before any update; Adam's step count moves after the decision and keeps
 // its old value on a skip, as its moments do.
-// SHARDED:      %[[COUNT:.+]] = aten.call "aten::to.dtype"(%{{.+}}, f32, false, false, none) : (tensor<i1>) -> tensor<f32>
-// SHARDED:      %[[F:.+]] = fsdp.all_reduce.start %[[COUNT]] group world reduce sum : tensor<f32> -> <tensor<f32>>
-// SHARDED-NEXT: %[[FOUND:.+]] = fsdp.wait %[[F]] : <tensor<f32>>
+// SHARDED:      %[[COUNT:.+]] = aten.call "aten::to.dtype"(%{{.+}}, f32, false, false, none) {fsdp.optimizer_op} : (tensor<i1>) -> tensor<f32>
+// SHARDED:      %[[F:.+]] = fsdp.all_reduce.start %[[COUNT]] group world reduce sum {fsdp.optimizer_op} : tensor<f32> -> <tensor<f32>>
+// SHARDED-NEXT: %[[FOUND:.+]] = fsdp.wait %[[F]] {fsdp.optimizer_op} : <tensor<f32>>
 // SHARDED-NEXT: %[[SKIP:.+]] = aten.call "aten::ge.Scalar"(%[[FOUND]], 1.000000e+00)
 // SHARDED:      fsdp.update @_flat_param,
-// SHARDED-NEXT: %[[OLDM:.+]] = fsdp.get @"_flat_param:exp_avg" : tensor<3xf32>
+// SHARDED-NEXT: %[[OLDM:.+]] = fsdp.get @"_flat_param:exp_avg" {fsdp.optimizer_op} : tensor<3xf32>
 // SHARDED-NEXT: %[[KEEPM:.+]] = aten.call "aten::where.self"(%[[SKIP]], %[[OLDM]],
 // SHARDED-NEXT: fsdp.update @"_flat_param:exp_avg", %[[KEEPM]]
 // SHARDED:      fsdp.update @"scaler:growth_tracker"
-// SHARDED-NEXT: %[[OLDS:.+]] = fsdp.get @"optim:step" : tensor<f64>
+// SHARDED-NEXT: %[[OLDS:.+]] = fsdp.get @"optim:step" {fsdp.optimizer_op} : tensor<f64>
 // SHARDED-NEXT: %[[KEEPS:.+]] = aten.call "aten::where.self"(%[[SKIP]], %[[OLDS]], %{{.+}})
 // SHARDED-NEXT: fsdp.update @"optim:step", %[[KEEPS]]
 module {

@@ -33,11 +33,11 @@
 // COSINE-NEXT:    %[[ONE:.+]] = aten.call "aten::add.Scalar"(%[[COS]], 1.000000e+00, 1)
 // COSINE-NEXT:    %[[HALF:.+]] = aten.call "aten::mul.Scalar"(%[[ONE]], 5.000000e-01)
 // COSINE-NEXT:    %[[AFTER:.+]] = aten.call "aten::clamp_min"(%[[HALF]], 0.000000e+00)
-// COSINE-NEXT:    %[[WARM:.+]] = aten.call "aten::lt.Scalar"(%[[K]], 2.000000e+00) : (tensor<f64>) -> tensor<i1>
+// COSINE-NEXT:    %[[WARM:.+]] = aten.call "aten::lt.Scalar"(%[[K]], 2.000000e+00) {fsdp.optimizer_op} : (tensor<f64>) -> tensor<i1>
 // COSINE-NEXT:    %[[FACTOR:.+]] = aten.call "aten::where.self"(%[[WARM]], %[[WARMING]], %[[AFTER]])
 // COSINE-NEXT:    %[[LR:.+]] = aten.call "aten::mul.Scalar"(%[[FACTOR]], 1.000000e-01)
 // COSINE-NEXT:    %[[NEGLR:.+]] = aten.call "aten::neg"(%[[LR]])
-// COSINE-NEXT:    %[[STEP:.+]] = aten.call "aten::mul.Tensor"(%[[G]], %[[NEGLR]]) : (tensor<3xf32>, tensor<f64>) -> tensor<3xf32>
+// COSINE-NEXT:    %[[STEP:.+]] = aten.call "aten::mul.Tensor"(%[[G]], %[[NEGLR]]) {fsdp.optimizer_op} : (tensor<3xf32>, tensor<f64>) -> tensor<3xf32>
 // COSINE-NEXT:    %[[NEWP:.+]] = aten.call "aten::add.Tensor"(%[[P]], %[[STEP]], 1)
 // COSINE-NEXT:    fsdp.update @w, %[[NEWP]]
 // COSINE:         return %{{.+}}, %[[LR]] : tensor<f32>, tensor<f64>
@@ -51,10 +51,10 @@
 // LINEAR-NEXT:    %[[AFTER:.+]] = aten.call "aten::clamp_min"(%[[DECAY]], 0.000000e+00)
 // LINEAR:         %[[LR:.+]] = aten.call "aten::mul.Scalar"(%{{.+}}, 1.000000e-02)
 // LINEAR-NEXT:    %[[NEGLR:.+]] = aten.call "aten::neg"(%[[LR]])
-// LINEAR:         aten.call "aten::div.Tensor"(%[[NEGLR]], %{{.+}}) : (tensor<f64>, tensor<f64>) -> tensor<f64>
+// LINEAR:         aten.call "aten::div.Tensor"(%[[NEGLR]], %{{.+}}) {fsdp.optimizer_op} : (tensor<f64>, tensor<f64>) -> tensor<f64>
 // LINEAR:         %[[WD:.+]] = aten.call "aten::mul.Scalar"(%[[LR]], 1.000000e-02)
 // LINEAR-NEXT:    %[[KEEP:.+]] = aten.call "aten::rsub.Scalar"(%[[WD]], 1.000000e+00, 1)
-// LINEAR-NEXT:    aten.call "aten::mul.Tensor"(%{{.+}}, %[[KEEP]]) : (tensor<3xf32>, tensor<f64>) -> tensor<3xf32>
+// LINEAR-NEXT:    aten.call "aten::mul.Tensor"(%{{.+}}, %[[KEEP]]) {fsdp.optimizer_op} : (tensor<3xf32>, tensor<f64>) -> tensor<3xf32>
 module {
   fsdp.param @w : tensor<3xf32> in "" : "M"
   func.func @train_step(%g: tensor<3xf32>) -> tensor<f32> {

@@ -59,15 +59,15 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 // FULL-NEXT:    %[[RS:.+]] = fsdp.reduce_scatter.start %[[G]] for @_flat_param group shard reduce mean : tensor<10xbf16> -> <tensor<5xbf16>>
 // FULL:         %[[W:.+]] = fsdp.wait %[[RS]] {fsdp.reduced_grad} : <tensor<5xbf16>>
 // FULL-NEXT:    %[[W32:.+]] = aten.call "aten::to.dtype"(%[[W]], f32, false, false, none) : (tensor<5xbf16>) -> tensor<5xf32>
-// FULL-NEXT:    %[[P:.+]] = fsdp.get @_flat_param : tensor<5xf32>
-// FULL-NEXT:    aten.call "aten::add.Tensor"(%[[P]], %[[W32]], -1.000000e-01) : (tensor<5xf32>, tensor<5xf32>) -> tensor<5xf32>
+// FULL-NEXT:    %[[P:.+]] = fsdp.get @_flat_param {fsdp.optimizer_op} : tensor<5xf32>
+// FULL-NEXT:    aten.call "aten::add.Tensor"(%[[P]], %[[W32]], -1.000000e-01) {fsdp.optimizer_op} : (tensor<5xf32>, tensor<5xf32>) -> tensor<5xf32>
 
 // reduce-dtype=f32: the bf16 gradient is cast before the reduction.
 // F32:         %[[G:.+]] = aten.call "aten::cat"
 // F32-NEXT:    %[[G32:.+]] = aten.call "aten::to.dtype"(%[[G]], f32, false, false, none) : (tensor<10xbf16>) -> tensor<10xf32>
 // F32-NEXT:    fsdp.reduce_scatter.start %[[G32]] for @_flat_param group shard reduce mean : tensor<10xf32> -> <tensor<5xf32>>
 // F32:         %[[W:.+]] = fsdp.wait %{{.+}} {fsdp.reduced_grad} : <tensor<5xf32>>
-// F32-NEXT:    %[[P:.+]] = fsdp.get @_flat_param : tensor<5xf32>
+// F32-NEXT:    %[[P:.+]] = fsdp.get @_flat_param {fsdp.optimizer_op} : tensor<5xf32>
 // F32-NEXT:    aten.call "aten::add.Tensor"(%[[P]], %[[W]], -1.000000e-01)
 
 // NO_SHARD reads the whole flat parameter rounded and all-reduces bf16.
@@ -83,6 +83,6 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 
 // Unsharded, the optimizer casts each bf16 gradient to its f32 parameter's
 // type and reads the parameter in f32.
-// UNSHARDED:      %[[G:.+]] = aten.call "aten::to.dtype"(%{{.+}}, f32, false, false, none) : (tensor<2xbf16>) -> tensor<2xf32>
-// UNSHARDED-NEXT: %[[P:.+]] = fsdp.get @head.bias : tensor<2xf32>
-// UNSHARDED-NEXT: aten.call "aten::add.Tensor"(%[[P]], %[[G]], -1.000000e-01) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+// UNSHARDED:      %[[G:.+]] = aten.call "aten::to.dtype"(%{{.+}}, f32, false, false, none) {fsdp.optimizer_op} : (tensor<2xbf16>) -> tensor<2xf32>
+// UNSHARDED-NEXT: %[[P:.+]] = fsdp.get @head.bias {fsdp.optimizer_op} : tensor<2xf32>
+// UNSHARDED-NEXT: aten.call "aten::add.Tensor"(%[[P]], %[[G]], -1.000000e-01) {fsdp.optimizer_op} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>

@@ -13,14 +13,14 @@
 // RUN: fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-shard{world-size=2 offload-params=true},fsdp-optimizer{optimizer=sgd lr=0.1 max-grad-norm=1.0},fsdp-verify-plan)' | FileCheck %s --check-prefix=CLIP
 // CLIP:      %[[G:.*]] = fsdp.to_host %{{.*}} : tensor<{{[0-9]+}}xf32>
 // CLIP-NEXT: %[[N:.*]] = aten.call "aten::linalg_vector_norm"(%[[G]]
-// CLIP-NEXT: %[[D:.*]] = fsdp.to_device %[[N]] : tensor<f32>
+// CLIP-NEXT: %[[D:.*]] = fsdp.to_device %[[N]] {fsdp.optimizer_op} : tensor<f32>
 // CLIP-NEXT: aten.call "aten::stack"({{\[}}%[[D]]], 0)
 // CLIP:      %[[SQ:.*]] = aten.call "aten::pow.Tensor_Scalar"
 // CLIP-NEXT: %[[F:.*]] = fsdp.all_reduce.start %[[SQ]] group shard reduce sum
 // CLIP-NEXT: %[[T:.*]] = fsdp.wait %[[F]]
 // CLIP-NEXT: %[[NORM:.*]] = aten.call "aten::pow.Tensor_Scalar"(%[[T]]
 // CLIP:      %[[COEF:.*]] = aten.call "aten::clamp"
-// CLIP-NEXT: %[[H:.*]] = fsdp.to_host %[[COEF]] : tensor<f32>
+// CLIP-NEXT: %[[H:.*]] = fsdp.to_host %[[COEF]] {fsdp.optimizer_op} : tensor<f32>
 // CLIP:      aten.call "aten::mul.Tensor"(%[[G]], %[[H]])
 
 // The optimizer state of unit `a` alone on the host (offload-optim-units,
@@ -37,14 +37,14 @@
 // OPTIM:      %[[SHARD:.*]] = fsdp.get @a._flat_param : tensor<6xf32>
 // OPTIM-NEXT: fsdp.all_gather.start %[[SHARD]] for @a._flat_param
 // OPTIM:      %[[STEP:.*]] = aten.call "aten::div.Tensor"
-// OPTIM-NEXT: %[[HSTEP:.*]] = fsdp.to_host %[[STEP]] : tensor<f64>
+// OPTIM-NEXT: %[[HSTEP:.*]] = fsdp.to_host %[[STEP]] {fsdp.optimizer_op} : tensor<f64>
 // OPTIM:      %[[W:.*]] = fsdp.wait %{{.*}} : <tensor<6xf32>>
 // OPTIM-NEXT: %[[G:.*]] = fsdp.to_host %[[W]] : tensor<6xf32>
-// OPTIM-NEXT: %[[P:.*]] = fsdp.to_host %[[SHARD]] : tensor<6xf32>
+// OPTIM-NEXT: %[[P:.*]] = fsdp.to_host %[[SHARD]] {fsdp.optimizer_op} : tensor<6xf32>
 // OPTIM:      aten.call "aten::mul.Tensor"(%{{.*}}, %[[HSTEP]])
 // OPTIM:      %[[NEW:.*]]:2 = aten.call "aten::add_.Tensor"
-// OPTIM-NEXT: %[[D:.*]] = fsdp.to_device %[[NEW]]#1 : tensor<6xf32>
-// OPTIM-NEXT: fsdp.update @a._flat_param, %[[D]] : tensor<6xf32>
+// OPTIM-NEXT: %[[D:.*]] = fsdp.to_device %[[NEW]]#1 {fsdp.optimizer_op} : tensor<6xf32>
+// OPTIM-NEXT: fsdp.update @a._flat_param, %[[D]] {fsdp.optimizer_op} : tensor<6xf32>
 // RUN: not fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-shard{world-size=2 offload-units=zz})' 2>&1 | FileCheck %s --check-prefix=NOUNIT
 // NOUNIT: error: CPU offload of unit 'zz': no unit has that module path
 
@@ -80,7 +80,7 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 // CHECK-NEXT:    %[[G:.+]] = fsdp.to_host %[[W]] : tensor<5xf32>
 // The optimizer on the host: the shard read on the host, its gradient the
 // host copy.
-// CHECK:         %[[AVG:.+]] = fsdp.get @"_flat_param:exp_avg" : tensor<5xf32>
+// CHECK:         %[[AVG:.+]] = fsdp.get @"_flat_param:exp_avg" {fsdp.optimizer_op} : tensor<5xf32>
 // CHECK-NEXT:    %[[M:.+]]:2 = aten.call "aten::mul_.Scalar"(%[[AVG]], 9.000000e-01)
 // CHECK-NEXT:    aten.call "aten::add_.Tensor"(%[[M]]#1, %[[G]], 0.099999999999999978)
 // CHECK:         fsdp.update @_flat_param, %{{.+}} : tensor<5xf32>

@@ -150,11 +150,11 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 // OSS:       %[[R:.*]] = fsdp.all_reduce.start %{{.*}} group world reduce mean : tensor<12xf32> -> <tensor<12xf32>>
 // OSS:       %[[W:.*]] = fsdp.wait %[[R]] {fsdp.reduced_grad} : <tensor<12xf32>>
 // OSS-NEXT:  %[[G:.*]] = fsdp.local_shard %[[W]] for @a._flat_param group shard : tensor<12xf32> -> tensor<6xf32>
-// OSS-NEXT:  %[[P:.*]] = fsdp.local_shard %[[A]] for @a._flat_param group shard : tensor<12xf32> -> tensor<6xf32>
-// OSS-NEXT:  %[[U:.*]] = aten.call "aten::add.Tensor"(%[[P]], %[[G]], {{.*}}) : {{.*}} -> tensor<6xf32>
-// OSS-NEXT:  %[[S:.*]] = fsdp.all_gather.start %[[U]] for @a._flat_param group shard : tensor<6xf32> -> <tensor<12xf32>>
-// OSS-NEXT:  %[[N:.*]] = fsdp.wait %[[S]] : <tensor<12xf32>>
-// OSS-NEXT:  fsdp.update @a._flat_param, %[[N]] : tensor<12xf32>
+// OSS-NEXT:  %[[P:.*]] = fsdp.local_shard %[[A]] for @a._flat_param group shard {fsdp.optimizer_op} : tensor<12xf32> -> tensor<6xf32>
+// OSS-NEXT:  %[[U:.*]] = aten.call "aten::add.Tensor"(%[[P]], %[[G]], {{.*}}) {fsdp.optimizer_op} : {{.*}} -> tensor<6xf32>
+// OSS-NEXT:  %[[S:.*]] = fsdp.all_gather.start %[[U]] for @a._flat_param group shard {fsdp.optimizer_op} : tensor<6xf32> -> <tensor<12xf32>>
+// OSS-NEXT:  %[[N:.*]] = fsdp.wait %[[S]] {fsdp.optimizer_op} : <tensor<12xf32>>
+// OSS-NEXT:  fsdp.update @a._flat_param, %[[N]] {fsdp.optimizer_op} : tensor<12xf32>
 // OSS-NEXT:  return
 
 // SHARDED_DDP (ShardedDDP with OSS): parameters replicated as under OSS, the

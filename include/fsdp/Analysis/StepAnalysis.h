@@ -2,8 +2,8 @@
 //
 // What the passes after fsdp-autodiff ask of a training step: where an op
 // runs (its position among the top-level ops of the step's body), in which
-// phase (forward, or the backward and the updates after it), and which values
-// share a tensor's storage (its views). One implementation, used by
+// phase (forward, backward, optimizer), and which values share a tensor's
+// storage (its views). One implementation, used by
 // fsdp-shard, the scheduling passes and fsdp-verify-plan.
 //
 //===----------------------------------------------------------------------===//
@@ -23,14 +23,24 @@
 namespace fsdp {
 
 /// Where an op runs: before the loss gradient's seed, or from it on (the
-/// backward and the optimizer's updates, which follow the gradients). With
-/// gradient accumulation the phases alternate: each micro-batch's forward
-/// starts at an op marked fsdp.micro_batch_start, its backward at its seed.
-enum class Phase { Forward, Backward };
+/// backward). With gradient accumulation the phases alternate: each
+/// micro-batch's forward starts at an op marked fsdp.micro_batch_start, its
+/// backward at its seed. The optimizer's ops (marked fsdp.optimizer_op by
+/// fsdp-optimizer: its updates follow each gradient, interleaved with the
+/// backward) are of its phase wherever they sit.
+enum class Phase { Forward, Backward, Optimizer };
 
-/// "forward" or "backward", for reports.
+/// "forward", "backward" or "optimizer", for reports.
 inline llvm::StringRef phaseName(Phase phase) {
-  return phase == Phase::Forward ? "forward" : "backward";
+  switch (phase) {
+  case Phase::Forward:
+    return "forward";
+  case Phase::Backward:
+    return "backward";
+  case Phase::Optimizer:
+    return "optimizer";
+  }
+  return "";
 }
 
 /// Positions of the ops of a step's body, and its phases. Positions are

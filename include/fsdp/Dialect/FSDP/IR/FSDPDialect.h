@@ -104,6 +104,12 @@ inline constexpr llvm::StringLiteral kHostOptimAttr = "fsdp.host_optim";
 /// metric with this name (`lr`), which `fsdp-run --metrics` reports.
 inline constexpr llvm::StringLiteral kMetricAttr = "fsdp.metric";
 
+/// On an op of a step, set by fsdp-optimizer on every op it adds (state
+/// reads and updates, clipping, the gradient scaler's checks, OSS's gather
+/// of updated shards): the op belongs to the optimizer's phase wherever it
+/// sits (updates follow each gradient, interleaved with the backward).
+inline constexpr llvm::StringLiteral kOptimizerOpAttr = "fsdp.optimizer_op";
+
 /// The module attribute fsdp-optimizer records its torch.optim settings in
 /// (a dictionary: `name` and the param group's fields, `lr`, `momentum`,
 /// `betas`, ...), which a plan carries for checkpoints in torch.optim's
