@@ -46,6 +46,7 @@ struct Optimizer : fsdp::impl::OptimizerBase<Optimizer> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     // What the step holds before: every other op is the optimizer's.
+    existing.clear();
     module.walk([&](func::FuncOp func) {
       for (Block &block : func.getBody())
         for (Operation &op : block)
@@ -744,6 +745,11 @@ LogicalResult Optimizer::scaleSeed(func::FuncOp func) {
     Value factor = elem == f32.getElementType() ? scale : b.cast(scale, elem);
     Value scaled = b.mul(seedValue, factor);
     seedValue.replaceAllUsesExcept(scaled, scaled.getDefiningOp());
+    // The scaled seed starts the backward (scaler.scale(loss).backward()):
+    // the backward's, not the optimizer's.
+    existing.insert(scaled.getDefiningOp());
+    if (factor != scale)
+      existing.insert(factor.getDefiningOp());
   }
   return success();
 }

@@ -21,7 +21,8 @@
 // CHECK-NEXT:    %[[S64:.+]] = aten.call "aten::to.dtype"(%[[SCALE]], f64, false, false, none)
 // CHECK-NEXT:    %[[R64:.+]] = aten.call "aten::reciprocal"(%[[S64]])
 // CHECK-NEXT:    %[[INV:.+]] = aten.call "aten::to.dtype"(%[[R64]], f32, false, false, none)
-// CHECK-NEXT:    %[[SCALED:.+]] = aten.call "aten::mul.Tensor"(%[[SEED]], %[[SCALE]])
+// The scaled seed starts the backward: it is not the optimizer's.
+// CHECK-NEXT:    %[[SCALED:.+]] = aten.call "aten::mul.Tensor"(%[[SEED]], %[[SCALE]]) : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // CHECK-NEXT:    aten.call "aten::mul.Tensor"(%{{.+}}, %[[SCALED]])
 // CHECK-NEXT:    %[[FA:.+]] = aten.call "aten::isfinite"(%[[GA]]) {fsdp.optimizer_op} : (tensor<3xf32>) -> tensor<3xi1>
 // CHECK-NEXT:    %[[AA:.+]] = aten.call "aten::all"(%[[FA]])

@@ -3,7 +3,8 @@
 // backward, so the phase is the op's, not a position), and StepOrder puts
 // it in the optimizer's phase wherever it sits; the step's own ops are not
 // marked. The memory report names the phase of its peak: here AdamW's
-// temporaries, beside the parameter and its two moments.
+// temporaries, beside the parameter and its two moments. (This hand-written
+// step has no backward seed: its own ops are the forward's.)
 // RUN: fsdp-opt %s --fsdp-optimizer="optimizer=adamw lr=0.01" | FileCheck %s
 // RUN: fsdp-opt %s --fsdp-optimizer="optimizer=adamw lr=0.01" --fsdp-memory-report=json=true -o /dev/null | FileCheck %s --check-prefix=REPORT
 
