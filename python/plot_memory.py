@@ -1,6 +1,6 @@
 """Plot a step's memory, predicted and measured, to a PNG.
 
-    /usr/bin/python3 python/plot_memory.py -o memory.png \\
+    .venv/bin/python python/plot_memory.py -o memory.png \\
         --predicted prefetch.json:BACKWARD_PRE --predicted none.json:NO_PREFETCH \\
         --measured timeline.json:measured
 
@@ -9,7 +9,7 @@
 0's last step); each may be repeated. Each file's live bytes after every
 instruction are drawn as a line, the most bytes during each instruction as a
 shaded band above it, and each predicted peak is marked with its op. Needs
-matplotlib (Debian's python3-matplotlib).
+matplotlib (in the project's .venv: scripts/setup.sh).
 """
 
 import argparse
@@ -48,7 +48,7 @@ def main():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        sys.exit("plot_memory: needs matplotlib (apt-get install python3-matplotlib)")
+        sys.exit("plot_memory: needs matplotlib (scripts/setup.sh installs it in .venv)")
 
     fig, ax = plt.subplots(figsize=(10, 4.5))
     mib = float(1 << 20)

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# Configures and builds fsdp-opt into build/ (binaries in build/bin/).
-# Another libtorch (2.x) can be chosen with CMAKE_PREFIX_PATH.
+# Configures and builds fsdp-opt and fsdp-run into build/ (binaries in
+# build/bin/) against the torch 2.11 wheel in .venv (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LLVM_BIN=/usr/lib/llvm-22/bin
+export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+mkdir -p build
 if [ ! -f build/build.ninja ]; then
   cmake -G Ninja -S . -B build \
     -DCMAKE_BUILD_TYPE=Release \
     -DLLVM_EXTERNAL_LIT="$LLVM_BIN/lit" \
-    ${CMAKE_PREFIX_PATH:+-DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH"}
+    -DFSDP_PYTHON="$PWD/.venv/bin/python" \
+    -DCMAKE_CUDA_COMPILER="$CUDA_HOME/bin/nvcc" \
+    -DCUDAToolkit_ROOT="$CUDA_HOME" >build/cmake.log 2>&1 \
+    || { cat build/cmake.log >&2; rm -f build/build.ninja; exit 1; }
 fi
 ninja -C build -j "${JOBS:-$(nproc)}" fsdp-opt fsdp-run

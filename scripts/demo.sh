@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
 mkdir -p demo
-PY=/usr/bin/python3
+PY=.venv/bin/python
 RANKS=4
 
 echo

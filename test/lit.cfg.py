@@ -20,6 +20,9 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 fixtures = os.path.join(config.fsdp_src_root, "test", "fixtures")
 config.substitutions.append(("%fixtures", fixtures))
 config.substitutions.append(("%fsdp_bin", config.fsdp_tools_dir))
+# LLVM's default substitutions name lit's own python as %python: fixtures need
+# the project's (.venv, torch 2.11).
+config.substitutions = [s for s in config.substitutions if s[0] != "%python"]
 config.substitutions.append(("%python", config.torch_python))
 config.substitutions.append(
     ("%export", "%s %s" % (config.torch_python, os.path.join(fixtures, "export.py")))
@@ -28,6 +31,18 @@ config.substitutions.append(
 config.environment["PYTHONPATH"] = os.pathsep.join(
     [os.path.join(config.fsdp_src_root, "python"), fixtures]
 )
+
+# One thread for every torch in the suite, fsdp-run's and the references':
+# a reduction split over threads sums in another order, and AdamW turns the
+# rounding noise of a gradient that is zero but for rounding (an attention
+# key bias) into lr-sized steps, so bit-level agreement needs the same
+# thread count on both sides. Two tests run at once on two cores anyway.
+config.environment["OMP_NUM_THREADS"] = "1"
+
+# `scripts/test.sh --full` (lit --param full=1): the exhaustive sweeps too
+# (tests marked `REQUIRES: full`).
+if lit_config.params.get("full"):
+    config.available_features.add("full")
 
 # Tests that build models need a Python with torch.
 def _has_torch(python):
@@ -41,3 +56,31 @@ if config.torch_python and _has_torch(config.torch_python):
     config.available_features.add("torch")
 else:
     lit_config.note("no Python with torch: importer tests are skipped")
+
+# --- Network namespaces (feature `netns`) -----------------------------------
+# e2e/torchrun_nodes.test runs each of two "nodes" in a network namespace of
+# its own (ip netns, unshare --uts) with an /etc/netns/NS/hosts: root only.
+# Probed by making and removing a throwaway namespace; without it the test
+# is reported unsupported.
+def _has_netns():
+    name = "fsdp-lit-probe-%d" % os.getpid()
+    run = lambda *cmd: subprocess.run(list(cmd), capture_output=True, timeout=30)
+    etc = "/etc/netns" if os.path.isdir("/etc/netns") else "/etc"
+    try:
+        if not os.access(etc, os.W_OK):
+            return False
+        if run("ip", "netns", "add", name).returncode != 0:
+            return False
+        try:
+            return run("ip", "netns", "exec", name, "unshare", "--uts",
+                       "true").returncode == 0
+        finally:
+            run("ip", "netns", "delete", name)
+    except Exception:
+        return False
+
+if _has_netns():
+    config.available_features.add("netns")
+else:
+    lit_config.note("cannot make network namespaces (root, iproute2, unshare): "
+                    "the two-node torchrun test is unsupported")

@@ -4,7 +4,7 @@ aten.autograd_backward): torchvision's LR-ASPP and DeepLabV3 (bilinear
 upsampling), R(2+1)D (3-D adaptive pooling) and a word-level LSTM language
 model as in pytorch/examples (bench/memory's models).
 
-    /usr/bin/python3 bench/families/heldout_parity.py [--models lraspp,...]
+    .venv/bin/python bench/families/heldout_parity.py [--models lraspp,...]
         [--ranks 1,2] [--seed N] [--no-dropout] [--mixed-precision bf16]
         [--bin build/bin]
 

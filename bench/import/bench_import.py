@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Times `fsdp-opt` importing the GPT fixture at growing depth, and its memory.
 
-    /usr/bin/python3 bench/import/bench_import.py [--layers 12 24 48 96] [--hidden 768]
+    .venv/bin/python bench/import/bench_import.py [--layers 12 24 48 96] [--hidden 768]
         [--no-skeleton]
 
 For each depth: export the traced GPT (hidden 768, 12 heads, sequence 128,

@@ -2,7 +2,7 @@
 BERT-style encoder and an LSTM language model, none of them fixtures of the
 tests).
 
-    /usr/bin/python3 bench/memory/bench_memory.py [--models resnet18,vit,...]
+    .venv/bin/python bench/memory/bench_memory.py [--models resnet18,vit,...]
         [--world-size 2] [--sharding FULL_SHARD] [--batch 2]
 
 For each model: exports it with one rank's batch (fsdp_export), compiles

@@ -1,6 +1,6 @@
 """Training-step time of fsdp-run beside eager PyTorch, one rank, CPU.
 
-    /usr/bin/python3 bench/step/bench_step.py [--steps 20] [--threads N] [--optimizer sgd|adamw]
+    .venv/bin/python bench/step/bench_step.py [--steps 20] [--threads N] [--optimizer sgd|adamw]
 
 For each fixture: export it (traced), compile its training step with
 fsdp-opt, run it with fsdp-run, and time the same step in eager PyTorch (the

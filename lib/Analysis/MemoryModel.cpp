@@ -339,6 +339,7 @@ private:
   int groupSize(CommGroup group) const;
   MemoryCategory categoryOf(Operation *op, Value result) const;
   void call(aten::CallOp op);
+  bool flashAttentionOnCpu(aten::CallOp op);
   void collective(Operation *op);
 
   ModuleOp module;
@@ -443,6 +444,27 @@ std::optional<Dims> resultStrides(aten::CallOp op, unsigned r) {
                                         .getRank()))
     return std::nullopt;
   return Dims(strides.asArrayRef());
+}
+
+/// Whether ATen's CPU attention takes its flash kernel for this call
+/// (sdp_utils_cpp's use_flash_attention_cpp): no dropout, 4-D query, key
+/// and value of one batch and head count and one head size, each with unit
+/// stride in its last dimension. The flash kernel's output is laid out as
+/// the query (empty_like); the math path's is contiguous, and so is the
+/// meta kernel's, which the importer records.
+bool Simulation::flashAttentionOnCpu(aten::CallOp op) {
+  std::optional<double> dropout = floatArg(op, 4);
+  if (!dropout || *dropout != 0.0 || op.getNumOperands() < 3)
+    return false;
+  SmallVector<const Layout *> qkv;
+  for (unsigned i = 0; i < 3; ++i)
+    qkv.push_back(&layoutOf[op.getOperand(i)]);
+  for (const Layout *l : qkv)
+    if (l->sizes.size() != 4 || l->strides.back() != 1 ||
+        l->sizes[0] != qkv[0]->sizes[0] || l->sizes[1] != qkv[0]->sizes[1] ||
+        l->sizes[3] != qkv[0]->sizes[3] || l->sizes[2] == 0)
+      return false;
+  return true;
 }
 
 /// The results of a call: each shares an operand's storage (a view, or an
@@ -759,6 +781,13 @@ void Simulation::call(aten::CallOp op) {
                   (isChannelsLastLike(layoutOf[op.getOperand(first)]) ||
                    isChannelsLastLike(layoutOf[op.getOperand(first + 1)]));
       freshResult(r, nhwc ? channelsLast(shape) : contiguous(shape));
+      continue;
+    }
+    if (name == "aten::scaled_dot_product_attention" && r == 0 &&
+        shape.size() == 4) {
+      freshResult(r, flashAttentionOnCpu(op)
+                         ? preservedLayout(layoutOf[op.getOperand(0)])
+                         : contiguous(shape));
       continue;
     }
     // A kernel's own result.

@@ -168,6 +168,7 @@ public:
 private:
   /// Values that depend on a parameter and that the loss depends on.
   void analyze();
+  void markRequiresGrad();
   LogicalResult prepare();
   LogicalResult backward();
   void accumulate(aten::ATenBuilder &b, Value operand, Value grad);
@@ -178,6 +179,9 @@ private:
   Value loss;
   llvm::StringSet<> params;
   llvm::DenseSet<Value> active;
+  /// The values that require grad in eager training: computed from a
+  /// parameter by differentiable ops.
+  llvm::DenseSet<Value> varied;
   llvm::DenseMap<Value, Value> grads;
 };
 
@@ -194,7 +198,7 @@ LogicalResult Differentiator::run() {
 }
 
 void Differentiator::analyze() {
-  llvm::DenseSet<Value> varied;
+  varied.clear();
   for (Operation &op : body) {
     if (auto get = dyn_cast<GetOp>(op)) {
       if (params.contains(get.getName()) && isFloatTensor(get.getResult()))
@@ -242,9 +246,30 @@ LogicalResult Differentiator::prepare() {
     if (failed(rule->prepare(b, call)))
       return failure();
   }
-  if (!rewrite.empty())
+  if (!rewrite.empty()) {
+    // A rule's rewrite may replace the op that computed the loss.
+    loss = cast<func::ReturnOp>(body.getTerminator()).getOperand(0);
     analyze();
+  }
+  markRequiresGrad();
   return success();
+}
+
+void Differentiator::markRequiresGrad() {
+  // Eager training runs the forward with every parameter requiring grad,
+  // and whatever it computes from them too; ops that read the flag say
+  // which of their operands have it (aten.requires_grad).
+  Builder builder(func.getContext());
+  for (auto call : body.getOps<aten::CallOp>()) {
+    if (!aten::hasFact(call.getOverload(), aten::OpFact::ReadsRequiresGrad))
+      continue;
+    SmallVector<int64_t> operands;
+    for (auto [index, operand] : llvm::enumerate(call.getOperands()))
+      if (varied.contains(operand))
+        operands.push_back(index);
+    if (!operands.empty())
+      call->setAttr(aten::kRequiresGradAttr, builder.getDenseI64ArrayAttr(operands));
+  }
 }
 
 void Differentiator::accumulate(aten::ATenBuilder &b, Value operand,

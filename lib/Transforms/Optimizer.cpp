@@ -385,10 +385,9 @@ void Optimizer::adam(aten::ATenBuilder &b, GradOp grad, Value g,
                                   lrValue.getType()));
   else if (decays)
     decayed = b.mulScalar(param, 1.0 - lr * decay);
-  // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-  Value avg = b.callInPlace("aten::mul_.Scalar",
-                            {read(ob, loc, avgName, type), b.f64(beta1)});
-  avg = b.callInPlace("aten::add_.Tensor", {avg, g, b.f64(1.0 - beta1)});
+  // exp_avg.lerp_(grad, 1 - beta1) (torch >= 2.0; mul_ and add_ before)
+  Value avg = b.callInPlace("aten::lerp_.Scalar",
+                            {read(ob, loc, avgName, type), g, b.f64(1.0 - beta1)});
   // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
   Value sq = b.callInPlace("aten::mul_.Scalar",
                            {read(ob, loc, sqName, type), b.f64(beta2)});

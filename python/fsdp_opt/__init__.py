@@ -27,8 +27,8 @@ with `_` for `-` (`backward_prefetch="BACKWARD_POST"`, `max_grad_norm=1.0`,
 repeatable flag (`wrap_class=["Block"]`). `train` runs `fsdp-run --nproc`
 with the plan's world size. The binaries are FSDP_OPT_BIN's, else the
 repository's build/bin, else those on PATH. Errors of either tool raise
-FsdpOptError with the tool's message. Works with the torch of
-/usr/bin/python3 (1.13) and torch 2.x.
+FsdpOptError with the tool's message. Needs torch 2.x (the project's .venv
+has 2.11).
 """
 
 import json

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <ftw.h>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -25,6 +26,20 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
+
+/// Removes `path` and, for a directory, everything below it (not following
+/// links); a path that is not there is no error. Not std::filesystem's
+/// remove_all: torch's wheel exports an older libstdc++'s copy of it, which
+/// the dynamic linker binds our call to, and that copy crashes.
+void removeAll(const std::string &path) {
+  ::nftw(
+      path.c_str(),
+      [](const char *file, const struct stat *, int, struct FTW *) {
+        ::remove(file);
+        return 0;
+      },
+      16, FTW_DEPTH | FTW_PHYS);
+}
 
 constexpr const char *kFormat = "fsdp-checkpoint";
 constexpr int64_t kVersion = 1;
@@ -172,7 +187,7 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
   if (lead) {
     std::error_code ec;
     fs::create_directories(dir, ec);
-    fs::remove_all(tmp, ec); // a write that crashed earlier
+    removeAll(tmp); // a write that crashed earlier
     if (!fs::create_directory(tmp, ec) || ec)
       throw Error("cannot write checkpoint '" + final + "': cannot create '" +
                   tmp + "'" + (ec ? ": " + ec.message() : std::string()));
@@ -185,7 +200,7 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
       mine.insert(e.name, state.at(e.name));
     mine.insert("_rng_state", generatorState());
     writeFileAtomically((fs::path(tmp) / rankFileName(comm.rank())).string(),
-              torch::pickle_save(mine));
+              saveForTorchLoad(mine));
   } else {
     // One flat parameter (or its optimizer state) gathered at a time; rank
     // 0 keeps the members, in CPU memory, as FSDP's FullStateDictConfig(
@@ -251,7 +266,7 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
     }
     if (lead) {
       writeFileAtomically((fs::path(tmp) / "model.pt").string(),
-                torch::pickle_save(model));
+                saveForTorchLoad(model));
       // torch.optim's state dict, keyed by FQN: Adam and AdamW keep a
       // per-parameter step count (a float tensor), SGD none.
       std::string optimizer = plan.optimizer.is_object()
@@ -293,9 +308,9 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
       optim.insert("state", stateDict);
       optim.insert("param_groups", groups);
       writeFileAtomically((fs::path(tmp) / "optim.pt").string(),
-                torch::pickle_save(optim));
+                saveForTorchLoad(optim));
       writeFileAtomically((fs::path(tmp) / "rng.pt").string(),
-                torch::pickle_save(generatorState()));
+                saveForTorchLoad(generatorState()));
       // GradScaler.state_dict(): the scale (the state's zero stands for the
       // initial scale) and the good steps since it last changed.
       if (plan.gradScaler.is_object()) {
@@ -315,7 +330,7 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
             "_growth_tracker",
             state.at(std::string(plan::kStateGrowthTracker)).item<int64_t>());
         writeFileAtomically((fs::path(tmp) / "scaler.pt").string(),
-                            torch::pickle_save(scaler));
+                            saveForTorchLoad(scaler));
       }
     }
   }
@@ -348,12 +363,12 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
     std::error_code ec;
     if (fs::exists(final, ec)) {
       std::string old = (fs::path(dir) / ("." + name + ".old")).string();
-      fs::remove_all(old, ec);
+      removeAll(old);
       fs::rename(final, old, ec);
       if (ec)
         throw Error("cannot replace checkpoint '" + final +
                     "': " + ec.message());
-      fs::remove_all(old, ec);
+      removeAll(old);
     }
     fs::rename(tmp, final, ec);
     if (ec)

@@ -11,9 +11,12 @@
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netdb.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -22,6 +25,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 #include <unistd.h>
 
@@ -522,6 +526,54 @@ std::string storePrefix() {
          (restart ? restart : "0");
 }
 
+/// Waits until something accepts connections at host:port, or until the
+/// deadline. libtorch 2.x's TCPStore client, after a connect that timed out,
+/// sleeps a random backoff of seconds and tries once more, so a missing rank 0
+/// would cost two timeouts and more, with c10d's backtraces on stderr; this
+/// keeps to one deadline and leaves the store's client a server to reach.
+void waitForListener(const std::string &host, int port,
+                     std::chrono::steady_clock::time_point deadline) {
+  using Clock = std::chrono::steady_clock;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  std::string reason = "nothing accepts connections there";
+  while (true) {
+    addrinfo *found = nullptr;
+    int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
+                           &found);
+    if (rc != 0)
+      reason = std::string("cannot resolve the address: ") + gai_strerror(rc);
+    for (addrinfo *a = found; a; a = a->ai_next) {
+      int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                        a->ai_protocol);
+      if (fd < 0)
+        continue;
+      bool open = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+      if (!open && errno == EINPROGRESS) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - Clock::now());
+        pollfd p{fd, POLLOUT, 0};
+        int error = 0;
+        socklen_t len = sizeof(error);
+        open = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 1))) == 1 &&
+               ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 &&
+               error == 0;
+      }
+      ::close(fd);
+      if (open) {
+        ::freeaddrinfo(found);
+        return;
+      }
+    }
+    if (found)
+      ::freeaddrinfo(found);
+    if (Clock::now() >= deadline)
+      throw std::runtime_error(reason);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 c10::intrusive_ptr<c10d::ProcessGroupGloo>
 Gloo::makeGroup(const std::string &name, int rank, int size) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
@@ -556,6 +608,8 @@ Gloo::Gloo(const RankInfo &info, int shardGroupSize)
     if (options.isServer)
       listen.emplace(info.masterAddr,
                      /*spansNodes=*/info.worldSize > info.localWorldSize);
+    else
+      waitForListener(info.masterAddr, info.masterPort, deadline);
     store = c10::make_intrusive<c10d::PrefixStore>(
         storePrefix(),
         c10::make_intrusive<c10d::TCPStore>(info.masterAddr, options));

@@ -2,10 +2,12 @@
 
 #include "fsdp/runtime/Executor.h"
 #include "fsdp/runtime/ModelArchive.h"
-#include "fsdp/runtime/TorchCompat.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/script.h>
 #include <torch/serialize.h>
 
@@ -46,8 +48,6 @@ State loadState(const Plan &plan, const std::string &modelPath,
       return *module;
     torch::jit::Module m;
     try {
-      // An archive of torch 2.x may call operators libtorch 1.13 lacks.
-      registerTorch2Schemas();
       m = torch::jit::load(modelPath, c10::Device(c10::kCPU));
     } catch (const c10::Error &e) {
       throw Error("cannot load model '" + modelPath + "': " + firstLine(e));
@@ -167,7 +167,7 @@ void saveState(const Plan &plan, const State &state, const State &gathered,
       continue;
     add(entry.name, entry.aliases, state.at(entry.name));
   }
-  writeFileAtomically(path, torch::pickle_save(dict));
+  writeFileAtomically(path, saveForTorchLoad(dict));
 }
 
 int64_t parameterAndOptimizerBytes(const Plan &plan, const State &state) {
@@ -187,6 +187,58 @@ static mode_t processUmask() {
     if (line.rfind("Umask:", 0) == 0)
       return static_cast<mode_t>(std::stoul(line.substr(6), nullptr, 8));
   return 022;
+}
+
+namespace {
+/// The same value with every list, dict and tuple untyped (element type Any),
+/// so that the pickler writes plain Python containers.
+c10::IValue untyped(const c10::IValue &value) {
+  if (value.isList()) {
+    c10::impl::GenericList list(c10::AnyType::get());
+    for (const c10::IValue &item : value.toListRef())
+      list.push_back(untyped(item));
+    return list;
+  }
+  if (value.isGenericDict()) {
+    c10::impl::GenericDict source = value.toGenericDict();
+    c10::impl::GenericDict dict(source.keyType(), c10::AnyType::get());
+    for (const auto &entry : source)
+      dict.insert(entry.key(), untyped(entry.value()));
+    return dict;
+  }
+  if (value.isTuple()) {
+    std::vector<c10::IValue> items;
+    for (const c10::IValue &item : value.toTupleRef().elements())
+      items.push_back(untyped(item));
+    return c10::ivalue::Tuple::create(std::move(items));
+  }
+  return value;
+}
+} // namespace
+
+std::vector<char> saveForTorchLoad(const c10::IValue &value) {
+  std::vector<char> pickled;
+  torch::jit::Pickler pickler(
+      [&](const char *bytes, size_t size) {
+        pickled.insert(pickled.end(), bytes, bytes + size);
+      },
+      /*tensor_table=*/nullptr, /*type_renamer=*/nullptr,
+      /*memoized_class_types=*/nullptr, /*get_tensor_id=*/nullptr,
+      /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(untyped(value));
+  pickler.stop();
+  std::vector<char> archive;
+  caffe2::serialize::PyTorchStreamWriter writer(
+      [&](const void *bytes, size_t size) {
+        const char *begin = static_cast<const char *>(bytes);
+        archive.insert(archive.end(), begin, begin + size);
+        return size;
+      });
+  torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(),
+                                     pickler.tensorData(), writer);
+  writer.writeEndOfFile();
+  return archive;
 }
 
 void writeFileAtomically(const std::string &path, const std::vector<char> &bytes) {
@@ -461,6 +513,11 @@ Executor::Executor(const Plan &plan, Communicator *comm)
       call.argSlots.push_back(std::move(argSlots));
       call.constants.push_back(std::move(constant));
     }
+    for (int64_t r : planned->requiresGrad)
+      if (r < 0 || r >= static_cast<int64_t>(call.operands.size()))
+        throw Error(where + ": marks operand #" + std::to_string(r) +
+                    " as requiring grad, but the call has " +
+                    std::to_string(call.operands.size()) + " tensor operands");
     for (int64_t w : backward ? backward->wrt : std::vector<int64_t>())
       if (w < 0 || w >= static_cast<int64_t>(call.operands.size()))
         throw Error(where + ": differentiates operand #" + std::to_string(w) +
@@ -786,7 +843,18 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
     } else {
       const inst::Call &planned = std::get<inst::Call>(inst.op);
       const Call &call = calls[i];
-      buildStack(call, stack, {});
+      // The operands eager training has requiring grad, as leaves that do
+      // (aliases, no copy); nothing is recorded.
+      std::map<size_t, at::Tensor> requiringGrad;
+      for (int64_t r : planned.requiresGrad) {
+        auto [a, k] = call.operands[r];
+        requiringGrad[r] =
+            slots[call.argSlots[a][k]].detach().requires_grad_(true);
+      }
+      std::optional<at::NoGradGuard> noGrad;
+      if (!requiringGrad.empty())
+        noGrad.emplace();
+      buildStack(call, stack, requiringGrad);
       // Written arguments are written into copies: the plan is functional.
       // A value that dies here, held by its slot and the call alone (no view
       // or state shares its storage), is written in place instead.
@@ -812,7 +880,8 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
       }
       size_t next = 0;
       for (at::Tensor &t : callResults(i, planned, stack))
-        set(planned.results[next++], std::move(t));
+        set(planned.results[next++],
+            requiringGrad.empty() ? std::move(t) : t.detach());
       for (const at::Tensor &t : written)
         set(planned.results[next++], t);
     }

@@ -395,6 +395,8 @@ static void parseCall(const json &i, inst::Call &call) {
   call.mutates = i.at("mutates").get<std::vector<int64_t>>();
   call.listResult = i.at("list_result").get<bool>();
   call.loc = i.value("loc", "");
+  call.requiresGrad =
+      i.value("requires_grad", std::vector<int64_t>{});
 }
 
 static bool parseMean(const json &i, const std::string &path) {
@@ -523,6 +525,8 @@ static void writeCall(json &j, const inst::Call &call) {
   j["num_schema_results"] = call.numSchemaResults;
   j["mutates"] = call.mutates;
   j["list_result"] = call.listResult;
+  if (!call.requiresGrad.empty())
+    j["requires_grad"] = call.requiresGrad;
 }
 
 json instructionJson(const Instruction &inst) {

@@ -68,16 +68,21 @@ module {
 
 // batch_norm becomes native_batch_norm, which returns the batch statistics
 // its backward kernel reads; the running statistics it writes still reach
-// their buffers. layer_norm, max_pool2d and dropout (p > 0, training) are
-// rewritten likewise; dropout with p = 0 is the identity it is.
+// their buffers. layer_norm and max_pool2d are rewritten likewise; dropout
+// (p > 0, training) becomes what ATen's CPU dropout computes (noise of the
+// input's dtype from bernoulli_, divided by 1 - p, multiplied in), whose
+// gradient multiplies by the noise; dropout with p = 0 is the identity.
 // CHECK-LABEL: func.func @train_step(
 // CHECK:         %[[BN:.+]]:5 = aten.call "aten::native_batch_norm"(%arg0, %{{.+}}, %{{.+}}, %[[MEAN:.+]], %[[VAR:.+]], true, 1.000000e-01, 1.000000e-05) {mutates = array<i64: 3, 4>} : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
 // CHECK:         %[[POOL:.+]]:2 = aten.call "aten::max_pool2d_with_indices"(%[[BN]]#0, [2, 2], [2, 2], [0, 0], [1, 1], false) : (tensor<2x3x4x4xf32>) -> (tensor<2x3x2x2xf32>, tensor<2x3x2x2xi64>)
-// CHECK:         %[[DROP:.+]]:2 = aten.call "aten::native_dropout"(%[[POOL]]#0, 5.000000e-01, true) : (tensor<2x3x2x2xf32>) -> (tensor<2x3x2x2xf32>, tensor<2x3x2x2xi1>)
-// CHECK-NEXT:    aten.call "aten::dropout"(%[[DROP]]#0, 0.000000e+00, true)
+// CHECK:         %[[E:.+]] = aten.call "aten::empty_like"(%[[POOL]]#0, none, none, none, none, none)
+// CHECK-NEXT:    %[[B:.+]]:2 = aten.call "aten::bernoulli_.float"(%[[E]], 5.000000e-01, none) {mutates = array<i64: 0>}
+// CHECK-NEXT:    %[[NOISE:.+]]:2 = aten.call "aten::div_.Scalar"(%[[B]]#1, 5.000000e-01) {mutates = array<i64: 0>}
+// CHECK-NEXT:    %[[DROP:.+]] = aten.call "aten::mul.Tensor"(%[[POOL]]#0, %[[NOISE]]#1)
+// CHECK-NEXT:    aten.call "aten::dropout"(%[[DROP]], 0.000000e+00, true)
 // CHECK:         fsdp.update @bn.running_mean, %[[BN]]#3
 // CHECK-NEXT:    fsdp.update @bn.running_var, %[[BN]]#4
-// CHECK:         aten.call "aten::native_dropout_backward"(%{{.+}}, %[[DROP]]#1, 2.000000e+00)
+// CHECK:         aten.call "aten::mul.Tensor"(%{{.+}}, %[[NOISE]]#1)
 // CHECK:         aten.call "aten::max_pool2d_with_indices_backward"(%{{.+}}, %[[BN]]#0, [2, 2], [2, 2], [0, 0], [1, 1], false, %[[POOL]]#1)
 // CHECK:         %[[BACK:.+]]:3 = aten.call "aten::native_batch_norm_backward"(%{{.+}}, %arg0, %{{.+}}, %[[MEAN]], %[[VAR]], %[[BN]]#1, %[[BN]]#2, true, 1.000000e-05, [false, true, true])
 // CHECK-DAG:     fsdp.grad @bn.weight, %[[BACK]]#1
@@ -119,5 +124,48 @@ module {
     %y = aten.call "aten::mul.Tensor"(%w, %c) : (tensor<4xf32>, tensor<4xf64>) -> tensor<4xf64>
     %s = aten.call "aten::sum"(%y, none) : (tensor<4xf64>) -> tensor<f64>
     return %s : tensor<f64>
+  }
+}
+
+// -----
+
+// A model that returns its loss straight from cross_entropy: the rule's
+// rewrite replaces the op that computed the loss, and the loss the return
+// holds afterwards is the one differentiated.
+// CHECK-LABEL: func.func @train_step(
+// CHECK:         %[[LP:.+]] = aten.call "aten::log_softmax.int"
+// CHECK:         %[[NLL:.+]]:2 = aten.call "aten::nll_loss_forward"(%[[LP]]
+// CHECK:         aten.call "aten::nll_loss_backward"
+// CHECK:         fsdp.grad @w
+// CHECK:         return %[[NLL]]#0 : tensor<f32>
+module {
+  fsdp.param @w : tensor<3x4xf32> in "fc" : "M"
+  func.func @train_step(%x: tensor<2x4xf32> {fsdp.name = "x"}, %t: tensor<2xi64> {fsdp.name = "t"}) -> tensor<f32> {
+    %w = fsdp.get @w : tensor<3x4xf32>
+    %y = aten.call "aten::linear"(%x, %w, none) : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x3xf32>
+    %l = aten.call "aten::cross_entropy_loss"(%y, %t, none, 1, -100, 0.000000e+00) : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// The operands of a matmul or linear that require grad in eager training
+// (computed from a parameter) are marked for the runtime (ATen's matmul
+// folds by that flag); an input that needs no gradient is not, and the
+// backward's own products are not marked.
+// CHECK-LABEL: func.func @train_step(
+// CHECK:         aten.call "aten::linear"(%{{.+}}, %{{.+}}, none) {aten.requires_grad = array<i64: 1>}
+// CHECK:         aten.call "aten::matmul"(%{{.+}}, %{{.+}}) {aten.requires_grad = array<i64: 0>}
+// CHECK-NOT:     aten.requires_grad
+// CHECK:         return
+module {
+  fsdp.param @w : tensor<3x4xf32> in "fc" : "M"
+  func.func @train_step(%x: tensor<2x5x4xf32> {fsdp.name = "x"}, %v: tensor<3x2xf32> {fsdp.name = "v"}) -> tensor<f32> {
+    %w = fsdp.get @w : tensor<3x4xf32>
+    %y = aten.call "aten::linear"(%x, %w, none) : (tensor<2x5x4xf32>, tensor<3x4xf32>) -> tensor<2x5x3xf32>
+    %z = aten.call "aten::matmul"(%y, %v) : (tensor<2x5x3xf32>, tensor<3x2xf32>) -> tensor<2x5x2xf32>
+    %s = aten.call "aten::sum"(%z, none) : (tensor<2x5x2xf32>) -> tensor<f32>
+    return %s : tensor<f32>
   }
 }

@@ -16,8 +16,7 @@
 // CHECK:         %[[G:.+]] = fsdp.wait %{{.+}} : <tensor<3xf32>>
 // CHECK:         aten.call "aten::mul.Scalar"(%[[S]], 9.999000e-01) {fsdp.optimizer_op} : (tensor<3xf32>) -> tensor<3xf32>
 // CHECK-NEXT:    %[[M:.+]] = fsdp.get @"_flat_param:exp_avg" {fsdp.optimizer_op} : tensor<3xf32>
-// CHECK-NEXT:    %[[M1:.+]]:2 = aten.call "aten::mul_.Scalar"(%[[M]], 9.000000e-01)
-// CHECK-NEXT:    aten.call "aten::add_.Tensor"(%[[M1]]#1, %[[G]], 0.099999999999999978)
+// CHECK-NEXT:    aten.call "aten::lerp_.Scalar"(%[[M]], %[[G]], 0.099999999999999978)
 // CHECK:         fsdp.update @_flat_param, %{{.+}} : tensor<3xf32>
 // CHECK-NOT:     fsdp.grad
 

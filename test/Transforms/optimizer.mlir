@@ -57,8 +57,7 @@
 // ADAMW-NEXT:    %[[B2SQRT:.+]] = aten.call "aten::sqrt"(%[[B2]]) {fsdp.optimizer_op} : (tensor<f64>) -> tensor<f64>
 // ADAMW-NEXT:    %[[DECAYED:.+]] = aten.call "aten::mul.Scalar"(%[[P]], 9.999000e-01)
 // ADAMW-NEXT:    %[[M0:.+]] = fsdp.get @"w:exp_avg"
-// ADAMW-NEXT:    %[[M1:.+]]:2 = aten.call "aten::mul_.Scalar"(%[[M0]], 9.000000e-01) {fsdp.optimizer_op, mutates = array<i64: 0>}
-// ADAMW-NEXT:    %[[M:.+]]:2 = aten.call "aten::add_.Tensor"(%[[M1]]#1, %[[G]], 0.099999999999999978) {fsdp.optimizer_op, mutates = array<i64: 0>}
+// ADAMW-NEXT:    %[[M:.+]]:2 = aten.call "aten::lerp_.Scalar"(%[[M0]], %[[G]], 0.099999999999999978) {fsdp.optimizer_op, mutates = array<i64: 0>}
 // ADAMW-NEXT:    %[[V0:.+]] = fsdp.get @"w:exp_avg_sq"
 // ADAMW-NEXT:    %[[V1:.+]]:2 = aten.call "aten::mul_.Scalar"(%[[V0]], 0.99899999999999999) {fsdp.optimizer_op, mutates = array<i64: 0>}
 // ADAMW-NEXT:    %[[V:.+]]:2 = aten.call "aten::addcmul_"(%[[V1]]#1, %[[G]], %[[G]], 0.0010000000000000009) {fsdp.optimizer_op, mutates = array<i64: 0>}
@@ -119,8 +118,7 @@ module {
 // ADAM-NEXT:    %[[NG:.+]] = aten.call "aten::neg"(%[[G]])
 // ADAM-NEXT:    %[[GD:.+]] = aten.call "aten::add.Tensor"(%[[NG]], %[[P]], 5.000000e-01)
 // ADAM-NEXT:    %[[M0:.+]] = fsdp.get @"w:exp_avg"
-// ADAM-NEXT:    %[[M1:.+]]:2 = aten.call "aten::mul_.Scalar"(%[[M0]], 9.000000e-01) {fsdp.optimizer_op, mutates = array<i64: 0>}
-// ADAM-NEXT:    %[[M:.+]]:2 = aten.call "aten::add_.Tensor"(%[[M1]]#1, %[[GD]], 0.099999999999999978) {fsdp.optimizer_op, mutates = array<i64: 0>}
+// ADAM-NEXT:    %[[M:.+]]:2 = aten.call "aten::lerp_.Scalar"(%[[M0]], %[[GD]], 0.099999999999999978) {fsdp.optimizer_op, mutates = array<i64: 0>}
 // ADAM-NEXT:    %[[V0:.+]] = fsdp.get @"w:exp_avg_sq"
 // ADAM-NEXT:    %[[V1:.+]]:2 = aten.call "aten::mul_.Scalar"(%[[V0]], 0.99899999999999999) {fsdp.optimizer_op, mutates = array<i64: 0>}
 // ADAM-NEXT:    %[[V:.+]]:2 = aten.call "aten::addcmul_"(%[[V1]]#1, %[[GD]], %[[GD]], 0.0010000000000000009) {fsdp.optimizer_op, mutates = array<i64: 0>}

@@ -81,6 +81,5 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 // The optimizer on the host: the shard read on the host, its gradient the
 // host copy.
 // CHECK:         %[[AVG:.+]] = fsdp.get @"_flat_param:exp_avg" {fsdp.optimizer_op} : tensor<5xf32>
-// CHECK-NEXT:    %[[M:.+]]:2 = aten.call "aten::mul_.Scalar"(%[[AVG]], 9.000000e-01)
-// CHECK-NEXT:    aten.call "aten::add_.Tensor"(%[[M]]#1, %[[G]], 0.099999999999999978)
+// CHECK-NEXT:    aten.call "aten::lerp_.Scalar"(%[[AVG]], %[[G]], 0.099999999999999978)
 // CHECK:         fsdp.update @_flat_param, %{{.+}} : tensor<5xf32>

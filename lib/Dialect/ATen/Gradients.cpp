@@ -537,6 +537,34 @@ LogicalResult matmul(GradientContext &c) {
       c.set(1, c.b.mm(c.b.transpose(c.b.reshape(self, {rows, k}), 0, 1), g2));
     return success();
   }
+  if (rs >= 3 && ro >= 3) {
+    // ATen expands both batch portions to their broadcast, reshapes them to
+    // [batch, n, m] x [batch, m, p] and calls bmm: differentiate that bmm as
+    // autograd does, on the same operands, so that the products round as
+    // eager's (a BLAS may sum a transposed operand in another order).
+    ArrayRef<int64_t> sa = shapeOf(self), so = shapeOf(other);
+    std::optional<SmallVector<int64_t>> batch = broadcastShapes(
+        sa.drop_back(2), so.drop_back(2));
+    if (!batch)
+      return c.autograd();
+    int64_t count = 1;
+    for (int64_t d : *batch)
+      count *= d;
+    int64_t n = sa[rs - 2], m = sa[rs - 1], p = so[ro - 1];
+    SmallVector<int64_t> ea(*batch), eb(*batch);
+    ea.append({n, m});
+    eb.append({m, p});
+    Value a3 = c.b.reshape(c.b.expand(self, ea), {count, n, m});
+    Value b3 = c.b.reshape(c.b.expand(other, eb), {count, m, p});
+    Value g3 = c.b.reshape(c.grad(), {count, n, p});
+    if (c.needs(0))
+      c.set(0, c.b.sumToShape(
+                   c.b.reshape(c.b.bmm(g3, c.b.transpose(b3, 1, 2)), ea), sa));
+    if (c.needs(1))
+      c.set(1, c.b.sumToShape(
+                   c.b.reshape(c.b.bmm(c.b.transpose(a3, 1, 2), g3), eb), so));
+    return success();
+  }
   if (c.needs(0)) {
     Value ga = c.b.matmul(g, c.b.transpose(b, -1, -2));
     c.set(0, c.b.reshape(c.b.sumToShape(ga, shapeOf(a)), shapeOf(self)));
@@ -775,8 +803,11 @@ LogicalResult nativeGroupNorm(GradientContext &c) {
 }
 
 LogicalResult prepareDropout(ATenBuilder &b, CallOp op) {
-  // dropout(input, p, train): with p > 0 in training, native_dropout, which
-  // returns the mask its backward reads; otherwise the identity it is.
+  // dropout(input, p, train): with p > 0 in training, what ATen's CPU
+  // dropout computes (at::native::dropout, _dropout_impl): noise of the
+  // input's dtype drawn with bernoulli_(1 - p), divided by 1 - p, times the
+  // input; mul's gradient then reads the noise. Otherwise the identity it
+  // is.
   CallArgs args(op);
   auto p = args.getFloat(1);
   auto train = args.getBool(2);
@@ -786,12 +817,22 @@ LogicalResult prepareDropout(ATenBuilder &b, CallOp op) {
   if (*p == 0.0 || !*train)
     return success();
   Value input = args.tensor(0);
-  auto maskType = RankedTensorType::get(shapeOf(input),
-                                        b.builder().getI1Type());
-  CallOp native = b.create("aten::native_dropout",
-                           {input, args.attr(1), args.attr(2)},
-                           {input.getType(), maskType});
-  replaceOutput(op, native.getResult(0));
+  if (typeOf(input).getNumElements() == 0)
+    return success();
+  Value out;
+  if (*p >= 1.0) {
+    out = b.mulScalar(input, 0.0);
+  } else {
+    Value noise = b.call("aten::empty_like",
+                         {input, b.none(), b.none(), b.none(), b.none(),
+                          b.none()},
+                         input.getType());
+    noise = b.callInPlace("aten::bernoulli_.float",
+                          {noise, b.f64(1.0 - *p), b.none()});
+    noise = b.callInPlace("aten::div_.Scalar", {noise, b.f64(1.0 - *p)});
+    out = b.mul(input, noise);
+  }
+  replaceOutput(op, out);
   return success();
 }
 

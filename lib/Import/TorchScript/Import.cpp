@@ -20,7 +20,6 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 #include "fsdp/Target/Plan/PlanTypes.h"
 #include "fsdp/runtime/ModelArchive.h"
-#include "fsdp/runtime/TorchCompat.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -389,49 +388,6 @@ void Importer::tagModulePath(jit::Node *node, const std::string &modulePath) {
       tagModulePath(inner, modulePath);
 }
 
-//===----------------------------------------------------------------------===//
-// torch 2.x's scaled_dot_product_attention
-//===----------------------------------------------------------------------===//
-
-/// The math of scaled_dot_product_attention (PyTorch's documented
-/// reference): softmax(q k^T * scale + mask) v, with the causal mask, a
-/// boolean or additive attn_mask and dropout as the operator has them. Its
-/// branches fold away on the constants a call passes.
-static const char *const kAttentionSource = R"JIT(
-def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
-                                 attn_mask: Optional[Tensor], dropout_p: float,
-                                 is_causal: bool, scale: Optional[float],
-                                 enable_gqa: bool) -> Tensor:
-    assert not enable_gqa, "scaled_dot_product_attention with enable_gqa=True is not supported"
-    L = query.size(-2)
-    S = key.size(-2)
-    if scale is None:
-        scale_factor = 1.0 / (float(query.size(-1)) ** 0.5)
-    else:
-        scale_factor = scale
-    attn = torch.matmul(query, key.transpose(-2, -1)) * scale_factor
-    if is_causal:
-        causal = torch.ones([L, S], dtype=11).tril(0)
-        attn = attn.masked_fill(causal.logical_not(), float("-inf"))
-    if attn_mask is not None:
-        if attn_mask.dtype == 11:
-            attn = attn.masked_fill(attn_mask.logical_not(), float("-inf"))
-        else:
-            attn = attn + attn_mask
-    attn = torch.softmax(attn, -1)
-    if dropout_p > 0.0:
-        attn = torch.dropout(attn, dropout_p, True)
-    return torch.matmul(attn, value)
-)JIT";
-
-/// The decomposition, compiled once.
-static jit::GraphFunction *attentionDecomposition() {
-  static std::shared_ptr<jit::CompilationUnit> unit =
-      jit::compile(kAttentionSource);
-  return jit::tryToGraphFunction(
-      unit->get_function("scaled_dot_product_attention"));
-}
-
 /// Inlines every call, as libtorch's Inline pass does, and tags the inlined
 /// nodes with the path of the module whose method they come from (the path
 /// follows the GetAttr chain from `self`, so ModuleList members keep their
@@ -454,19 +410,6 @@ void Importer::inlineCalls(jit::Block *block) {
         if (callee)
           cur->removeInput(0);
       }
-    } else if (kind == c10::Symbol::fromQualString(
-                           "aten::scaled_dot_product_attention")) {
-      // torch 2.x's attention, as its math: an inlined call of the
-      // decomposition, in the module that calls it. A call written by a
-      // release without `scale` and `enable_gqa` gets their defaults.
-      callee = attentionDecomposition();
-      jit::WithInsertPoint guard(cur);
-      if (cur->inputs().size() == 6)
-        cur->addInput(block->owningGraph()->insertConstant(c10::IValue()));
-      if (cur->inputs().size() == 7)
-        cur->addInput(block->owningGraph()->insertConstant(false));
-      if (cur->inputs().size() != 8)
-        callee = nullptr;
     }
     if (!callee) {
       for (jit::Block *inner : cur->blocks())
@@ -476,24 +419,11 @@ void Importer::inlineCalls(jit::Block *block) {
     }
     jit::Node *prev = cur->prev();
     jit::Node *next = cur->next();
-    // The attention's decomposition is located at the user's call.
-    std::optional<jit::SourceRange> callSite;
-    if (callee == attentionDecomposition())
-      callSite = cur->sourceRange();
     // The callee's own graph, not its optimized (already inlined) one, so
     // that nested calls keep their module paths.
     jit::inlineCallTo(cur, callee, /*use_graph=*/false);
-    std::function<void(jit::Node *)> locate = [&](jit::Node *n) {
-      n->setSourceRange(*callSite);
-      for (jit::Block *inner : n->blocks())
-        for (jit::Node *m : inner->nodes())
-          locate(m);
-    };
-    for (jit::Node *n = prev->next(); n != next; n = n->next()) {
+    for (jit::Node *n = prev->next(); n != next; n = n->next())
       tagModulePath(n, calleePath);
-      if (callSite)
-        locate(n);
-    }
     // Visit what was inlined: it may hold calls of its own.
     cur = prev->next();
   }
@@ -1878,8 +1808,6 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
     } catch (const std::exception &e) {
       fail(fileLoc, e.what());
     }
-    // torch 2.x's operators that this libtorch lacks (the attention).
-    fsdp::runtime::registerTorch2Schemas();
     try {
       // The module's code, types and attributes, without the values of its
       // parameters and buffers: the compiler needs their shapes only.

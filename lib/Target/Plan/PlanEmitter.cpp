@@ -5,6 +5,7 @@
 
 #include "fsdp/Analysis/StepAnalysis.h"
 #include "fsdp/Dialect/ATen/IR/ATenDialect.h"
+#include "fsdp/Dialect/ATen/IR/OpTable.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -388,6 +389,10 @@ LogicalResult PlanWriter::run(ModuleOp module, func::FuncOp func,
       inst["num_schema_results"] = int64_t(call.getNumSchemaResults());
       inst["mutates"] = mutatesJson(call.getMutates());
       inst["list_result"] = call.getListResult();
+      if (auto marked =
+              call->getAttrOfType<DenseI64ArrayAttr>(aten::kRequiresGradAttr))
+        inst["requires_grad"] = json::Array(llvm::map_range(
+            marked.asArrayRef(), [](int64_t i) { return json::Value(i); }));
     } else if (auto rng = dyn_cast<aten::RngStateOp>(op)) {
       if (failed(typeJson(&op, rng.getType())))
         return failure();

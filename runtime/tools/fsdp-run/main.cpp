@@ -155,24 +155,12 @@ Options parseArgs(int argc, char **argv) {
 }
 
 /// Reads a file written by Python's torch.save (zip format: data.pkl plus one
-/// record per storage). libtorch 1.13's unpickler lacks SETITEM, which Python
-/// uses for a dict of one entry: such a pickle is rewritten to the equivalent
-/// MARK ... SETITEMS form first.
+/// record per storage).
 c10::IValue readTorchSave(const std::string &path) {
   caffe2::serialize::PyTorchStreamReader reader(path);
   auto record = reader.getRecord("data.pkl");
   std::string pickle(static_cast<const char *>(std::get<0>(record).get()),
                      std::get<1>(record));
-  if (pickle.size() > 5 && pickle.compare(0, 3, "\x80\x02}") == 0 &&
-      pickle.compare(pickle.size() - 2, 2, "s.") == 0) {
-    size_t mark = 3;
-    if (pickle[mark] == 'q')
-      mark += 2; // BINPUT n
-    else if (pickle[mark] == 'r')
-      mark += 5; // LONG_BINPUT n
-    pickle.insert(mark, 1, '(');
-    pickle[pickle.size() - 2] = 'u';
-  }
   size_t pos = 0;
   auto read = [&](char *buffer, size_t n) {
     n = std::min(n, pickle.size() - pos);
@@ -855,7 +843,7 @@ void runRank(const Options &o, const RankInfo &info,
     c10::List<at::Tensor> list;
     for (const at::Tensor &t : outputs)
       list.push_back(t);
-    writeFileAtomically(o.outputs, torch::pickle_save(list));
+    writeFileAtomically(o.outputs, saveForTorchLoad(list));
   }
   if (lead && (std::fflush(stdout) != 0 || std::ferror(stdout)))
     throw Error(std::string("cannot write the progress to standard output: ") +

@@ -255,6 +255,9 @@ static const llvm::StringMap<unsigned> &table() {
          "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive",
          "aten::bincount", "aten::repeat_interleave", "aten::nonzero_static",
          "aten::one_hot"});
+    // at::matmul's should_fold, reached from linear with an operand of rank
+    // 3 or more.
+    add(OpFact::ReadsRequiresGrad, {"aten::matmul", "aten::linear"});
     return t;
   }();
   return facts;

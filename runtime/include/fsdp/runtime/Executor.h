@@ -49,6 +49,12 @@ int64_t parameterAndOptimizerBytes(const Plan &plan, const State &state);
 /// left behind and the old file, if any, is untouched.
 void writeFileAtomically(const std::string &path, const std::vector<char> &bytes);
 
+/// `value` as torch.save writes it, in the form torch.load reads by default
+/// (weights_only=True, torch >= 2.6): plain lists, dicts and tuples, without
+/// the TorchScript type tags and typed-list constructors torch::pickle_save
+/// writes (torch.jit._pickle.restore_type_tag, build_tensorlist, ...).
+std::vector<char> saveForTorchLoad(const c10::IValue &value);
+
 /// A copy of the CPU generator's state (`torch.get_rng_state()`), and
 /// setting it (`torch.set_rng_state`): the plan's rng_state and
 /// set_rng_state, autograd_backward's replay, and checkpoints.

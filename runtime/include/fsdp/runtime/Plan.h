@@ -135,6 +135,9 @@ struct Call {
   std::vector<int64_t> mutates;
   bool listResult = false;
   std::string loc; // module path and source line, if known
+  // Tensor operands (by index, as `wrt` counts them) that require grad in
+  // eager training: ATen's matmul reads the flag to choose its kernel.
+  std::vector<int64_t> requiresGrad;
 };
 /// The gradients of a call (its own fields): of the operands `wrt` (in
 /// operand order), given the gradients `resultGrads` of its schema results

@@ -48,7 +48,16 @@ enum class OpFact : unsigned {
   /// Returns a tensor whose shape depends on tensor data (`nonzero`,
   /// `unique`): a static step cannot hold it.
   DataDependentShape = 1u << 8,
+  /// Its CPU implementation reads its operands' requires_grad flag to choose
+  /// how to compute (matmul folds a batched operand into a matrix when the
+  /// other one requires grad): the plan says which operands require grad in
+  /// eager training, so that fsdp-run takes the same path and rounds alike.
+  ReadsRequiresGrad = 1u << 9,
 };
+
+/// On a call of a ReadsRequiresGrad op: the operands (by operand index) that
+/// require grad in eager training.
+inline constexpr llvm::StringLiteral kRequiresGradAttr = "aten.requires_grad";
 
 /// True if `fact` holds for the operator: `overloadOrName` is an overload
 /// (`aten::add.Tensor`, `aten::relu_`) or a schema name (`aten::add`).
