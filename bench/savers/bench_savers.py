@@ -1,7 +1,7 @@
 """The memory savers on the GPT benchmark: each alone and together, beside
 none, with fsdp-run at W ranks (CPU, Gloo).
 
-    /usr/bin/python3 bench/savers/bench_savers.py [--ranks 2] [--steps 12] [--warmup 3]
+    .venv/bin/python bench/savers/bench_savers.py [--ranks 2] [--steps 12] [--warmup 3]
         [--sharding FULL_SHARD] [--threads 1] [--batch 8] [--d-model 128] [--n-layer 4]
         [--n-head 4] [--max-len 64] [--vocab 512]
 

@@ -1,8 +1,10 @@
-"""Step time and per-rank memory of fsdp-run beside PyTorch DDP at 1, 2, 4 ranks, CPU.
+"""Step time and per-rank memory of fsdp-run beside PyTorch DDP, FSDP2 and FSDP1 at
+1, 2, 4 ranks, CPU.
 
-    /usr/bin/python3 bench/scale/bench_scale.py [--steps 20] [--warmup 3] [--ranks 1,2,4]
-        [--sharding FULL_SHARD,OSS,SHARDED_DDP] [--schedules BACKWARD_PRE] [--threads 1] [--batch 8] [--d-model 128] [--n-layer 4] [--n-head 4]
-        [--max-len 64] [--vocab 512]
+    .venv/bin/python bench/scale/bench_scale.py [--steps 20] [--warmup 3] [--ranks 1,2,4]
+        [--sharding FULL_SHARD,OSS,SHARDED_DDP] [--schedules BACKWARD_PRE]
+        [--references ddp,fsdp2,fsdp1] [--threads 1] [--batch 8] [--d-model 128] [--n-layer 4]
+        [--n-head 4] [--max-len 64] [--vocab 512]
 
 Writes --steps random global batches and, for each rank count W: exports
 the GPT fixture (traced, its input specs one rank's batch, --batch / W),
@@ -12,26 +14,67 @@ strategy of --sharding, one FSDP unit per GPTBlock, each schedule of
 --forward-prefetch, +NOLIMIT for --limit-all-gathers 0, +R0 / +R1 for
 --limit-reductions 0 / 1, +AC for --activation-checkpointing of every
 block, +BF16 for --mixed-precision bf16, +OFFLOAD for --offload-params),
-runs it with
-`fsdp-run --nproc W`, and runs the
-same steps with W PyTorch DDP processes over Gloo (the original nn.Module
-with the exported weights). Rank r takes the r-th contiguous slice of each
-global batch in both; every rank uses --threads threads.
+runs it with `fsdp-run --nproc W`, and trains the same steps with W PyTorch
+processes over Gloo for each reference of --references (the original
+nn.Module with the exported weights, the same AdamW):
+
+  ddp    DistributedDataParallel;
+  fsdp2  fully_shard on each GPTBlock, then on the root, on
+         init_device_mesh("cpu", (W,)), reshard_after_forward=True (FULL_SHARD);
+  fsdp1  FullyShardedDataParallel(device_id=cpu, FULL_SHARD,
+         ModuleWrapPolicy({GPTBlock}), use_orig_params=True), its default
+         BACKWARD_PRE.
+
+Rank r takes the r-th contiguous slice of each global batch on every side;
+every rank uses --threads threads.
 
 Step times are medians over the steps after the warm-up ones, on rank 0
-(fsdp-run's --metrics step_ms; DDP's timed after a barrier), and so is the
-time rank 0 was blocked waiting for collectives (comm_wait_ms). Memory columns:
-fsdp-run's sharded state, fsdp-opt's predicted peak (--memory-report-json)
-beside the measured peak live bytes (the largest over ranks and steps, its
---metrics summary) and whether they are equal, what ATen's allocator handed
-out (allocator_peak_bytes: kernels' own workspaces included), and
-for DDP the bytes of parameters + gradients + optimizer state that every rank
-holds in full (not a measured peak: activations and DDP's gradient buckets
-come on top). Prints a markdown table with the ratio fsdp-run / DDP, and a
-warning where the two sides' per-step losses (mean over ranks) differ.
+(fsdp-run's --metrics step_ms; the references' forward, backward and
+optimizer step timed after a barrier, the optimizer's zero_grad
+(set_to_none) before it, untimed: fsdp-run holds no gradients between
+steps). So is comm wait: the time rank 0 was blocked waiting for
+collectives (fsdp-run's comm_wait_ms; for FSDP2 and FSDP1 the time rank 0's
+main thread spent in c10d Work.wait(), which their Python code calls for
+every collective: on a CPU both issue them synchronously, so that is each
+collective's whole run). DDP's is n/a: its reducer waits for its
+all-reduces in C++, where Python cannot time them.
+
+Memory columns: the sharded state (fsdp-run's: parameters, reduced
+gradients and optimizer state a rank holds; the references': the same
+counted from their tensors after the last step, a rank's local shards for
+FSDP2 / FSDP1, everything for DDP), fsdp-opt's predicted peak
+(--memory-report-json) beside fsdp-run's measured peak live bytes (the
+largest over ranks and steps, its --metrics summary) and whether they are
+equal (n/a for the references: PyTorch has no count of live tensor
+storages to set beside them), and the allocator peak: what ATen's CPU
+allocator had handed out at the step's peak, the largest over ranks
+(fsdp-run's allocator_peak_bytes: the state and batch the step begins with
+plus the most the allocator handed out beyond what it had at the step's
+start). The references' is measured with torch.profiler
+(profile_memory=True), running from before the model is built through
+the first min(--warmup, 2) steps (warm-up steps, left out of the medians),
+with c10's FLAGS_caffe2_report_cpu_memory_usage set meanwhile (through
+ctypes on libc10) so that the CPU allocator's running total, which the
+profiler's allocation events carry, also loses the blocks that threads
+without the profiler's state free (Gloo's workers drop a collective's
+tensors); its largest value during those steps, the largest over ranks.
+That total counts every block allocated since the profiler started: the
+parameters, optimizer state and batch the step starts with, as fsdp-run's
+does, and also whatever else the reference keeps between steps (DDP's
+gradient buckets, FSDP1's sharded flat gradients), not the data or the
+loaded TorchScript module, read before the profiler starts. n/a with --warmup 0
+(or a torch whose libc10 lacks the flag). Model MiB read: what rank 0 read
+of the model file's tensor values (fsdp-run: its shard and the buffers;
+every reference rank loads the whole model).
+
+Prints a markdown table, a row per reference and per (strategy, schedule)
+at each W, with each fsdp-run step time's ratio to each reference's, and a
+warning where fsdp-run's per-step losses (mean over ranks) differ from a
+reference's.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -39,6 +82,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 
@@ -59,10 +103,19 @@ FIXTURE = "gpt"
 WRAP_CLASS = "GPTBlock"  # the FSDP unit: models.GPT's transformer block
 INPUT = "idx"
 TARGET = train_parity.TARGET
-# fsdp-run's per-step loss (mean over ranks) must match DDP's to this, relative.
+# fsdp-run's per-step loss (mean over ranks) must match each reference's to
+# this, relative.
 LOSS_TOLERANCE = 1e-4
 OPTIM = argparse.Namespace(optimizer="adamw", lr=1e-3, beta1=0.9, beta2=0.999,
                            eps=1e-8, weight_decay=None, amsgrad=False, maximize=False)
+# The PyTorch references: name in the table, strategy, schedule.
+REFERENCES = {"ddp": ("PyTorch DDP", "replicated", "n/a"),
+              "fsdp2": ("PyTorch FSDP2", "FULL_SHARD", "default"),
+              "fsdp1": ("PyTorch FSDP1", "FULL_SHARD", "BACKWARD_PRE")}
+# The references' allocator peak is taken over the first steps up to this many
+# (warm-up steps only), under torch.profiler.
+MEMORY_STEPS = 2
+STEP_MARK = "bench_scale.step"  # the profiler's range around a step
 
 
 def free_port():
@@ -71,64 +124,206 @@ def free_port():
         return s.getsockname()[1]
 
 
-def state_bytes(module, opt):
-    """Bytes of parameters, their gradients and the optimizer state."""
-    params = train_parity.unique_parameters(module)
-    total = sum(p.numel() * p.element_size() for p in params)
-    total += sum(p.grad.numel() * p.grad.element_size() for p in params if p.grad is not None)
+def local(t):
+    """A rank's own part of a tensor: its local shard for an FSDP2 DTensor."""
+    from torch.distributed.tensor import DTensor
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+def state_bytes(params, opt):
+    """Bytes of parameters, their gradients and the optimizer state that this
+    rank holds (its local shards for FSDP2; FSDP1's use_orig_params
+    parameters are already views of its shard)."""
+    def size(t):
+        t = local(t)
+        return t.numel() * t.element_size()
+    total = sum(size(p) for p in params)
+    total += sum(size(p.grad) for p in params if p.grad is not None)
     for state in opt.state.values():
-        total += sum(t.numel() * t.element_size() for t in state.values()
-                     if torch.is_tensor(t))
+        total += sum(size(t) for t in state.values() if torch.is_tensor(t))
     return total
 
 
-def ddp_worker(rank, world, port, model_path, data_path, kw, args, out_dir):
-    """One DDP rank: trains on its slice of every global batch, rank 0 reports."""
+# Milliseconds rank 0's main thread spent in c10d Work.wait() since the last
+# reset (see time_waits).
+WAITED = [0.0]
+
+
+def time_waits():
+    """Times every c10d Work.wait() called from Python on this thread.
+    FSDP2 and FSDP1 call it for each of their collectives (dist.all_gather_
+    into_tensor and dist.reduce_scatter_tensor wait for their work unless
+    async_op); DDP's reducer waits in C++, unseen here."""
+    work = dist.distributed_c10d.Work
+    if getattr(work.wait, "bench_timed", False):
+        return
+    inner, thread = work.wait, threading.get_ident()
+
+    def wait(self, *args, **kwargs):
+        if threading.get_ident() != thread:
+            return inner(self, *args, **kwargs)
+        start = time.perf_counter()
+        try:
+            return inner(self, *args, **kwargs)
+        finally:
+            WAITED[0] += (time.perf_counter() - start) * 1e3
+    wait.bench_timed = True
+    work.wait = wait
+
+
+def cpu_memory_accounting():
+    """c10's flag (a bool in libc10) that makes ATen's CPU allocator keep its
+    running total of allocated bytes over every thread, or None where this
+    torch does not export it. Without it the total the profiler reports
+    misses blocks that a thread with no profiler state frees (Gloo's worker
+    threads drop their last reference to a collective's tensors after it
+    completes), and only grows."""
+    import ctypes
+    try:
+        c10 = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libc10.so"))
+        return ctypes.c_bool.in_dll(c10, "FLAGS_caffe2_report_cpu_memory_usage")
+    except (OSError, ValueError):
+        return None
+
+
+def allocator_peak(prof):
+    """The most bytes ATen's CPU allocator had handed out during the profiled
+    steps (its total at each allocation and free the profiler recorded),
+    counting the blocks allocated since the profiler started."""
+    from torch._C._profiler import _EventType
+    events, stack = [], list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        e = stack.pop()
+        events.append(e)
+        stack.extend(e.children)
+    steps = [(e.start_time_ns, e.end_time_ns) for e in events if e.name == STEP_MARK]
+    memory = sorted(((e.start_time_ns, e.typed[1].alloc_size, e.typed[1].total_allocated)
+                     for e in events if e.typed[0] == _EventType.Allocation
+                     and e.typed[1].device.type == "cpu"), key=lambda m: m[0])
+    peak = None
+    for start, end in steps:
+        during = [m for m in memory if start <= m[0] <= end]
+        if during:
+            # What the step starts with (the total before its first event),
+            # then the total after each event.
+            peak = max(peak or 0, during[0][2] - during[0][1], *(m[2] for m in during))
+    return peak
+
+
+def wrap(kind, module, world):
+    """`module` wrapped as reference `kind`, and the parameters to optimize."""
+    block = getattr(models, WRAP_CLASS)
+    if kind == "ddp":
+        # Gloo cannot broadcast bool tensors: leave the (constant, identical
+        # on every rank) causal-mask buffers out of DDP's buffer syncs.
+        DDP._set_params_and_buffers_to_ignore_for_model(
+            module, [n for n, b in module.named_buffers() if b.dtype == torch.bool])
+        return DDP(module), train_parity.unique_parameters(module)
+    if kind == "fsdp2":
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+        mesh = init_device_mesh("cpu", (world,))
+        for m in module.modules():
+            if isinstance(m, block):
+                fully_shard(m, mesh=mesh, reshard_after_forward=True)
+        fully_shard(module, mesh=mesh, reshard_after_forward=True)
+        # DTensor parameters, the tied weight one object: parameters() gives
+        # each once (train_parity.unique_parameters' storage key cannot tell
+        # DTensors apart).
+        return module, list(module.parameters())
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+    model = FSDP(module, device_id=torch.device("cpu"),
+                 sharding_strategy=ShardingStrategy.FULL_SHARD,
+                 auto_wrap_policy=ModuleWrapPolicy({block}), use_orig_params=True)
+    # Views of the local shard, empty where a parameter lies on other ranks.
+    return model, list(model.parameters())
+
+
+def reference_worker(rank, world, port, kind, model_path, data_path, kw, args, out_dir):
+    """One rank of reference `kind` (ddp, fsdp2, fsdp1): trains on its slice
+    of every global batch; rank 0 reports."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # no profiler chatter
+    warnings.filterwarnings("ignore")  # FSDP's and the profiler's notices
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    module, _ = models.build(FIXTURE, batch=args.batch, **kw)
     saved = torch.jit.load(model_path)
     # Bytes of the parameters and buffers (a tied weight once).
     unique = {t.data_ptr(): t for t in saved.state_dict().values()}
     loaded = sum(t.numel() * t.element_size() for t in unique.values())
+    data = torch.load(data_path)
+    # The allocator's bytes from here on: the model, the wrapper's state, the
+    # optimizer's, the batches, the steps (not the data or the loaded file).
+    accounting = cpu_memory_accounting()
+    memory_steps = min(args.warmup, MEMORY_STEPS) if accounting is not None else 0
+    prof = None
+    if memory_steps:
+        accounting.value = True
+        prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                      profile_memory=True)
+        prof.start()
+    module, _ = models.build(FIXTURE, batch=args.batch, **kw)
     module.load_state_dict(saved.state_dict(), strict=False)
     module.train()
-    # Gloo cannot broadcast bool tensors: leave the (constant, identical on
-    # every rank) causal-mask buffers out of DDP's buffer syncs.
-    DDP._set_params_and_buffers_to_ignore_for_model(
-        module, [n for n, b in module.named_buffers() if b.dtype == torch.bool])
-    ddp = DDP(module)
-    opt = train_parity.optimizer_for(train_parity.unique_parameters(module), OPTIM)
-    data = torch.load(data_path)
-    times, losses = [], []
+    model, params = wrap(kind, module, world)
+    opt = train_parity.optimizer_for(params, OPTIM)
+    time_waits()
+    times, waits, losses, peak = [], [], [], None
     for step in range(args.steps):
-        idx = data[INPUT][step].chunk(world)[rank]
-        target = data[TARGET][step].chunk(world)[rank]
+        # Copies, as fsdp-run's: the step holds its own batch.
+        idx = data[INPUT][step].chunk(world)[rank].clone()
+        target = data[TARGET][step].chunk(world)[rank].clone()
+        opt.zero_grad(set_to_none=True)
         dist.barrier()
-        start = time.perf_counter()
-        opt.zero_grad()
-        loss = train_parity.loss_of(ddp(idx), target, "cross_entropy")
-        loss.backward()
-        opt.step()
-        times.append((time.perf_counter() - start) * 1e3)
+        with (torch.profiler.record_function(STEP_MARK) if prof
+              else contextlib.nullcontext()):
+            WAITED[0] = 0.0
+            start = time.perf_counter()
+            loss = train_parity.loss_of(model(idx), target, "cross_entropy")
+            loss.backward()
+            opt.step()
+            times.append((time.perf_counter() - start) * 1e3)
+            waits.append(WAITED[0])
         total = loss.detach().clone()  # untimed: the mean loss, for the check
         dist.all_reduce(total)
         losses.append(float(total) / world)
+        del loss, total
+        if prof and step + 1 == memory_steps:
+            prof.stop()
+            accounting.value = False  # the timed steps run without it
+            peak = allocator_peak(prof)
+            prof = None
+    # The largest allocator peak over the ranks.
+    peaks = torch.tensor([-1 if peak is None else peak], dtype=torch.int64)
+    dist.all_reduce(peaks, op=dist.ReduceOp.MAX)
     if rank == 0:
-        with open(os.path.join(out_dir, f"ddp{world}.json"), "w") as f:
+        with open(os.path.join(out_dir, f"{kind}{world}.json"), "w") as f:
             json.dump({"step_ms": statistics.median(times[args.warmup:]),
-                       "state_bytes": state_bytes(module, opt), "loaded_bytes": loaded,
+                       "wait_ms": (None if kind == "ddp"
+                                   else statistics.median(waits[args.warmup:])),
+                       "state_bytes": state_bytes(params, opt), "loaded_bytes": loaded,
+                       "allocator_bytes": None if peaks.item() < 0 else peaks.item(),
                        "losses": losses}, f)
     dist.destroy_process_group()
 
 
-def run_ddp(world, model_path, data_path, kw, args, tmp):
+def run_reference(kind, world, model_path, data_path, kw, args, tmp):
+    """PyTorch reference `kind` at `world` ranks: median step ms, comm wait
+    ms (None for DDP), state, loaded and allocator peak bytes, per-step
+    losses."""
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    mp.spawn(ddp_worker, nprocs=world,
-             args=(world, free_port(), model_path, data_path, kw, args, tmp))
-    with open(os.path.join(tmp, f"ddp{world}.json")) as f:
+    out = os.path.join(tmp, f"{kind}{world}.json")
+    if os.path.exists(out):
+        os.remove(out)
+    mp.spawn(reference_worker, nprocs=world,
+             args=(world, free_port(), kind, model_path, data_path, kw, args, tmp))
+    with open(out) as f:
         return json.load(f)
+
+
+def run_ddp(world, model_path, data_path, kw, args, tmp):
+    return run_reference("ddp", world, model_path, data_path, kw, args, tmp)
 
 
 def schedule_flags(schedule):
@@ -186,13 +381,14 @@ def run_fsdp(world, sharding, schedule, model_path, data_path, args, tmp):
             "losses": [m["loss"] for m in steps]}
 
 
-def loss_mismatch(ours, ddp):
-    """The first step whose losses differ, as a message, or None."""
+def loss_mismatch(ours, ddp, name="DDP"):
+    """The first step whose losses differ from reference `name`'s, as a
+    message, or None."""
     if len(ours) != len(ddp):
-        return f"{len(ours)} steps in fsdp-run's metrics, {len(ddp)} in DDP"
+        return f"{len(ours)} steps in fsdp-run's metrics, {len(ddp)} in {name}"
     for step, (a, b) in enumerate(zip(ours, ddp)):
         if abs(a - b) > LOSS_TOLERANCE * max(abs(b), 1e-6):
-            return f"loss at step {step + 1} is {a} in fsdp-run, {b} in DDP"
+            return f"loss at step {step + 1} is {a} in fsdp-run, {b} in {name}"
     return None
 
 
@@ -236,6 +432,10 @@ def mib(n):
     return "n/a" if n is None else f"{n / 2**20:.2f}"
 
 
+def ms(x):
+    return "n/a" if x is None else f"{x:.2f}"
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -247,6 +447,9 @@ def main():
     p.add_argument("--schedules", default="BACKWARD_PRE",
                    help="all-gather schedules, comma-separated (e.g. NO_PREFETCH,"
                    "BACKWARD_PRE+FORWARD)")
+    p.add_argument("--references", default=",".join(REFERENCES),
+                   help="PyTorch references to train beside fsdp-run, comma-separated, "
+                   f"of {','.join(REFERENCES)} (empty: none)")
     add_model_args(p)
     args = p.parse_args()
     ranks = [int(r) for r in args.ranks.split(",")]
@@ -255,52 +458,73 @@ def main():
             p.error(f"--batch {args.batch} does not divide into {w} ranks")
     if args.steps <= args.warmup:
         p.error("--steps must exceed --warmup")
+    references = [r for r in args.references.split(",") if r]
+    for r in references:
+        if r not in REFERENCES:
+            p.error(f"unknown reference {r!r}: --references takes {','.join(REFERENCES)}")
     for tool in ("fsdp-opt", "fsdp-run"):
         if not os.access(os.path.join(args.bin, tool), os.X_OK):
             sys.exit(f"{os.path.join(args.bin, tool)} not found: build the project first "
                      "(or pass --bin)")
     kw = {"d_model": args.d_model, "n_layer": args.n_layer, "n_head": args.n_head,
           "max_len": args.max_len, "vocab": args.vocab}
+    names = {r: REFERENCES[r][0].split()[-1] for r in references}  # DDP, FSDP2, FSDP1
 
     with tempfile.TemporaryDirectory() as tmp:
         data_path = write_data(args, os.path.join(tmp, "gpt.data.pt"))
+        memory_steps = min(args.warmup, MEMORY_STEPS)
         print(f"gpt {kw}, global batch {args.batch}, AdamW, {args.threads} thread(s) per rank "
               f"on {os.cpu_count()} cores, median of steps {args.warmup + 1}-{args.steps} "
-              "on rank 0")
-        print("\n| ranks | strategy | schedule | fsdp-run step ms | fsdp-run comm wait ms | "
-              "DDP step ms | ratio | fsdp-run "
-              "sharded state MiB/rank | fsdp-opt predicted peak MiB/rank | fsdp-run peak "
-              "MiB/rank | predicted = measured | fsdp-run allocator peak MiB/rank | "
-              "DDP params+grads+optim "
-              "MiB/rank | fsdp-run model MiB read/rank | DDP model MiB loaded/rank |")
-        print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+              "on rank 0" + (f"; references' allocator peaks over steps 1-{memory_steps} "
+                             "(torch.profiler)" if references and memory_steps else ""))
+        print("\n| ranks | trainer | strategy | schedule | step ms | comm wait ms | "
+              + "".join(f"ratio vs {names[r]} | " for r in references)
+              + "sharded state MiB/rank | fsdp-opt predicted peak MiB/rank | peak MiB/rank | "
+              "predicted = measured | allocator peak MiB/rank | model MiB read/rank |")
+        print("|---:|---|---|---|---:|---:|" + "---:|" * len(references)
+              + "---:|---:|---:|---|---:|---:|")
         notes = []
         for w in ranks:
             # fsdp-opt's input specs are one rank's batch; the data holds all ranks'.
             model_path = export(kw, args.batch // w, os.path.join(tmp, f"gpt{w}.pt"))
-            ddp = run_ddp(w, model_path, data_path, kw, args, tmp)
+            refs = {}
+            for r in references:
+                name, strategy, schedule = REFERENCES[r]
+                try:
+                    refs[r] = run_reference(r, w, model_path, data_path, kw, args, tmp)
+                except Exception as e:  # a reference's failure leaves its row n/a
+                    notes.append(f"{w} ranks, {name}: {type(e).__name__}: "
+                                 f"{str(e).strip().splitlines()[-1] if str(e).strip() else ''}")
+                ref = refs.get(r, {})
+                print(f"| {w} | {name} | {strategy} | {schedule} | {ms(ref.get('step_ms'))} | "
+                      f"{ms(ref.get('wait_ms'))} | " + "| " * len(references)
+                      + f"{mib(ref.get('state_bytes'))} | n/a | n/a | n/a | "
+                      f"{mib(ref.get('allocator_bytes'))} | {mib(ref.get('loaded_bytes'))} |",
+                      flush=True)
             for sharding, schedule in [(s, c) for s in args.sharding.split(",")
                                        for c in args.schedules.split(",")]:
                 ours = {}
                 try:
                     ours = run_fsdp(w, sharding, schedule, model_path, data_path, args, tmp)
                 except subprocess.CalledProcessError as e:
-                    notes.append(f"{w} ranks, {sharding}: {os.path.basename(e.cmd[0])} "
-                                 f"exited {e.returncode}")
+                    notes.append(f"{w} ranks, {sharding} {schedule}: "
+                                 f"{os.path.basename(e.cmd[0])} exited {e.returncode}")
                 # Both sides must train the same thing for their times to compare.
-                mismatch = ours and loss_mismatch(ours["losses"], ddp["losses"])
-                if mismatch:
-                    notes.append(f"{w} ranks, {sharding}: {mismatch}")
-                ms = "n/a" if not ours else f"{ours['step_ms']:.2f}"
-                ratio = "n/a" if not ours else f"{ours['step_ms'] / ddp['step_ms']:.2f}"
-                wait = "n/a" if not ours or ours["wait_ms"] is None else f"{ours['wait_ms']:.2f}"
-                print(f"| {w} | {sharding} | {schedule} | {ms} | {wait} | {ddp['step_ms']:.2f} | {ratio} | "
+                for r, ref in refs.items():
+                    mismatch = ours and loss_mismatch(ours["losses"], ref["losses"], names[r])
+                    if mismatch:
+                        notes.append(f"{w} ranks, {sharding} {schedule}: {mismatch}")
+                ratios = "".join(
+                    "n/a | " if not ours or r not in refs
+                    else f"{ours['step_ms'] / refs[r]['step_ms']:.2f} | " for r in references)
+                equal = "n/a" if not ours else \
+                    "yes" if ours["predicted_bytes"] == ours["peak_bytes"] else "no"
+                print(f"| {w} | fsdp-run | {sharding} | {schedule} | {ms(ours.get('step_ms'))} | "
+                      f"{ms(ours.get('wait_ms'))} | {ratios}"
                       f"{mib(ours.get('sharded_bytes'))} | {mib(ours.get('predicted_bytes'))} | "
-                      f"{mib(ours.get('peak_bytes'))} | "
-                      f"{'yes' if ours and ours['predicted_bytes'] == ours['peak_bytes'] else 'no'} | "
-                      f"{mib(ours.get('allocator_bytes'))} | "
-                      f"{mib(ddp['state_bytes'])} | {mib(ours.get('read_bytes'))} | "
-                      f"{mib(ddp['loaded_bytes'])} |", flush=True)
+                      f"{mib(ours.get('peak_bytes'))} | {equal} | "
+                      f"{mib(ours.get('allocator_bytes'))} | {mib(ours.get('read_bytes'))} |",
+                      flush=True)
     for note in notes:
         print(f"\nWARNING: {note}")
 
