@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs the whole test suite (lit); the README's test
-# command and what CI runs.
+# Sets up, builds and runs the test suite (lit); the README's test command and
+# what CI runs. The suite keeps one parity case per feature and strategy that
+# can fail on its own; `scripts/test.sh --full` adds the exhaustive sweeps
+# (every strategy x rank count x schedule product; run it before a
+# release-sized change).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+LIT_ARGS=()
+for arg in "$@"; do
+  case "$arg" in
+    --full) LIT_ARGS+=(--param full=1) ;;
+    *) echo "usage: scripts/test.sh [--full]" >&2; exit 2 ;;
+  esac
+done
 scripts/setup.sh
 scripts/build.sh
 set +e
-/usr/lib/llvm-22/bin/lit -sv build/test 2>&1 | tee build/lit.log
+/usr/lib/llvm-22/bin/lit -sv --time-tests "${LIT_ARGS[@]}" build/test 2>&1 | tee build/lit.log
 status=${PIPESTATUS[0]}
 set -e
 passed=$(grep -oP '^\s*Passed\s*:\s*\K[0-9]+' build/lit.log || echo 0)
