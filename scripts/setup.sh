@@ -53,7 +53,8 @@ if [ ! -x .venv/bin/python ]; then
     PY=/usr/bin/python3
   fi
   echo "setup: creating .venv with $("$PY" --version 2>&1)"
-  "$PY" -m venv .venv
+  # .venv may link to a kept environment (.ci/run): venv writes the target.
+  "$PY" -m venv "$(readlink -f .venv)"
 fi
 if ! cmp -s "$REQ" "$STAMP"; then
   echo "setup: installing $REQ into .venv (torch 2.11 with CUDA: about 5 GB)"
