@@ -12,11 +12,6 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 
-namespace fsdp {
-#define GEN_PASS_DEF_MEMORYREPORT
-#include "fsdp/Transforms/Passes.h.inc"
-} // namespace fsdp
-
 using namespace mlir;
 using namespace fsdp;
 
@@ -306,23 +301,3 @@ void fsdp::writeMemoryReportJSON(const MemoryReport &report,
       {"instruction_peak", llvm::json::Array(p.instructionPeak)}};
   os << llvm::json::Value(std::move(root)) << "\n";
 }
-
-namespace {
-
-struct MemoryReportPass : public fsdp::impl::MemoryReportBase<MemoryReportPass> {
-  using MemoryReportBase::MemoryReportBase;
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    StringRef entry = module.lookupSymbol("train_step") ? "train_step" : "forward";
-    FailureOr<MemoryReport> report = predictMemoryReport(module, entry);
-    if (failed(report))
-      return signalPassFailure();
-    if (json)
-      writeMemoryReportJSON(*report, llvm::outs());
-    else
-      printMemoryReport(*report, llvm::outs());
-    markAllAnalysesPreserved();
-  }
-};
-
-} // namespace

@@ -1,10 +1,4 @@
 // RUN: fsdp-opt %s --fsdp-apply-schedule -split-input-file -verify-diagnostics
-// RUN: not fsdp-opt %s --fsdp-prefetch=backward-prefetch=BACKWARD_LATER -split-input-file 2>&1 | FileCheck %s --check-prefix=PREFETCH
-// RUN: not fsdp-opt %s --fsdp-limit-all-gathers=limit=-1 -split-input-file 2>&1 | FileCheck %s --check-prefix=LIMIT
-// RUN: not fsdp-opt %s --fsdp-limit-reductions=limit=-2 -split-input-file 2>&1 | FileCheck %s --check-prefix=REDUCTIONS
-// PREFETCH: error: unknown backward prefetch 'BACKWARD_LATER': expected BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH
-// LIMIT: error: the all-gather limit must not be negative, found -1
-// REDUCTIONS: error: the reduction limit must not be negative, found -2
 
 // A mark on the first gather of its phase: nothing to start after.
 module {

@@ -1,0 +1,37 @@
+//===- MemoryReport.cpp - fsdp-memory-report -------------------------------===//
+//
+// fsdp-memory-report: prints the memory model's prediction for the step
+// (text or JSON); the prediction and its printers are in Report.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Transforms/Passes.h"
+#include "fsdp/Transforms/Report.h"
+
+namespace fsdp {
+#define GEN_PASS_DEF_MEMORYREPORT
+#include "fsdp/Transforms/Passes.h.inc"
+} // namespace fsdp
+
+using namespace mlir;
+using namespace fsdp;
+
+namespace {
+
+struct MemoryReportPass : public fsdp::impl::MemoryReportBase<MemoryReportPass> {
+  using MemoryReportBase::MemoryReportBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    StringRef entry = module.lookupSymbol("train_step") ? "train_step" : "forward";
+    FailureOr<MemoryReport> report = predictMemoryReport(module, entry);
+    if (failed(report))
+      return signalPassFailure();
+    if (json)
+      writeMemoryReportJSON(*report, llvm::outs());
+    else
+      printMemoryReport(*report, llvm::outs());
+    markAllAnalysesPreserved();
+  }
+};
+
+} // namespace
