@@ -20,6 +20,13 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 fixtures = os.path.join(config.fsdp_src_root, "test", "fixtures")
 config.substitutions.append(("%fixtures", fixtures))
 config.substitutions.append(("%fsdp_bin", config.fsdp_tools_dir))
+config.substitutions.append(("%fsdp_src", config.fsdp_src_root))
+config.substitutions.append(
+    ("%mlir_tblgen", os.path.join(config.llvm_tools_dir, "mlir-tblgen"))
+)
+config.substitutions.append(
+    ("%llvm_include", os.path.join(os.path.dirname(config.llvm_tools_dir), "include"))
+)
 # LLVM's default substitutions name lit's own python as %python: fixtures need
 # the project's (.venv, torch 2.11).
 config.substitutions = [s for s in config.substitutions if s[0] != "%python"]
