@@ -91,7 +91,7 @@ fsdp::chooseWrappingUnderBudget(ModuleOp module,
       OwningOpRef<ModuleOp> copy = module.clone();
       FSDPPipelineOptions candidate;
       candidate.copyOptionValuesFrom(options);
-      candidate.autoWrapPolicy = "size";
+      candidate.autoWrap = "size";
       candidate.minNumParams = threshold;
       candidate.backwardPrefetch = mode;
       PassManager pm(module.getContext(), ModuleOp::getOperationName());

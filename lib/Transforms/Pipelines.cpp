@@ -85,7 +85,7 @@ void fsdp::buildLossAndBackwardPipeline(OpPassManager &pm,
 void fsdp::buildShardedStepPipeline(OpPassManager &pm,
                                     const FSDPPipelineOptions &options) {
   AutoWrapOptions wrap;
-  wrap.policy = options.autoWrapPolicy;
+  wrap.policy = options.autoWrap;
   wrap.minNumParams = options.minNumParams;
   wrap.wrapClasses.assign(options.wrapClasses.begin(),
                           options.wrapClasses.end());

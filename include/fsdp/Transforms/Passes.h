@@ -46,79 +46,19 @@ struct TrainStepOptionsBase : public mlir::PassPipelineOptions<Derived> {
   template <typename T>
   using ListOpt = mlir::detail::PassOptions::ListOption<T>;
 
+  // Declared by hand: fsdp-opt's --loss and --optimizer have no default
+  // (they ask for the training step).
   Opt<std::string> loss{*this, "loss",
                         llvm::cl::desc("cross_entropy, mse or none"),
                         llvm::cl::init("cross_entropy")};
-  ListOpt<std::string> targets{
-      *this, "targets", llvm::cl::desc("Target specs NAME:DIMSxDTYPE")};
-  Opt<bool> activationCheckpointing{
-      *this, "activation-checkpointing",
-      llvm::cl::desc("Checkpoint every FSDP unit but the root"),
-      llvm::cl::init(false)};
-  ListOpt<std::string> acClasses{
-      *this, "ac-class",
-      llvm::cl::desc("Checkpoint the modules of these classes")};
-  ListOpt<std::string> acModules{
-      *this, "ac-module",
-      llvm::cl::desc("Checkpoint the modules at these paths")};
   Opt<std::string> optimizer{*this, "optimizer",
                              llvm::cl::desc("sgd, adam or adamw"),
                              llvm::cl::init("sgd")};
-  Opt<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
-                 llvm::cl::init(1e-3)};
-  Opt<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
-                       llvm::cl::init(0.0)};
-  Opt<bool> nesterov{*this, "nesterov", llvm::cl::desc("SGD Nesterov"),
-                     llvm::cl::init(false)};
-  Opt<double> dampening{*this, "dampening", llvm::cl::desc("SGD dampening"),
-                        llvm::cl::init(0.0)};
-  Opt<bool> maximize{*this, "maximize",
-                     llvm::cl::desc("Maximize the objective"),
-                     llvm::cl::init(false)};
-  Opt<bool> amsgrad{*this, "amsgrad", llvm::cl::desc("Adam/AdamW AMSGrad"),
-                    llvm::cl::init(false)};
-  Opt<int64_t> gradAccum{
-      *this, "grad-accum",
-      llvm::cl::desc("Micro-batches accumulated per optimizer step"),
-      llvm::cl::init(1)};
-  Opt<double> maxGradNorm{*this, "max-grad-norm",
-                          llvm::cl::desc("Gradient clipping (0: none)"),
-                          llvm::cl::init(0.0)};
-  Opt<std::string> lrSchedule{
-      *this, "lr-schedule",
-      llvm::cl::desc("constant, linear or cosine (empty: none)"),
-      llvm::cl::init("")};
-  Opt<int64_t> warmupSteps{*this, "warmup-steps",
-                           llvm::cl::desc("Warmup steps"), llvm::cl::init(0)};
-  Opt<int64_t> totalSteps{*this, "total-steps",
-                          llvm::cl::desc("Total steps of the schedule"),
-                          llvm::cl::init(0)};
-  Opt<double> weightDecay{
-      *this, "weight-decay",
-      llvm::cl::desc("Weight decay (negative: the optimizer's default)"),
-      llvm::cl::init(-1.0)};
-  Opt<double> beta1{*this, "beta1", llvm::cl::desc("Adam/AdamW beta1"),
-                    llvm::cl::init(0.9)};
-  Opt<double> beta2{*this, "beta2", llvm::cl::desc("Adam/AdamW beta2"),
-                    llvm::cl::init(0.999)};
-  Opt<double> eps{*this, "eps", llvm::cl::desc("Adam/AdamW epsilon"),
-                  llvm::cl::init(1e-8)};
-  Opt<bool> gradScaler{*this, "grad-scaler",
-                       llvm::cl::desc("Dynamic loss scaling (ShardedGradScaler)"),
-                       llvm::cl::init(false)};
-  Opt<double> initScale{*this, "init-scale",
-                        llvm::cl::desc("The gradient scaler's initial scale"),
-                        llvm::cl::init(65536.0)};
-  Opt<double> growthFactor{*this, "growth-factor",
-                           llvm::cl::desc("The scale's growth factor"),
-                           llvm::cl::init(2.0)};
-  Opt<double> backoffFactor{*this, "backoff-factor",
-                            llvm::cl::desc("The scale's backoff factor"),
-                            llvm::cl::init(0.5)};
-  Opt<int64_t> growthInterval{
-      *this, "growth-interval",
-      llvm::cl::desc("Consecutive good steps before the scale grows"),
-      llvm::cl::init(2000)};
+#define FSDP_TRAIN_OPTION(TYPE, FIELD, FLAG, NAME, DEFAULT, HELP)             \
+  Opt<TYPE> FIELD{*this, NAME, llvm::cl::desc(HELP), llvm::cl::init(DEFAULT)};
+#define FSDP_TRAIN_LIST_OPTION(FIELD, FLAG, NAME, VALUE, HELP)                \
+  ListOpt<std::string> FIELD{*this, NAME, llvm::cl::desc(HELP)};
+#include "fsdp/Transforms/StepOptions.def"
 };
 
 struct TrainStepPipelineOptions
@@ -127,66 +67,18 @@ struct TrainStepPipelineOptions
 /// `fsdp-fully-shard`: the training step and PyTorch FSDP's choices, with
 /// FSDP's names.
 struct FSDPPipelineOptions : TrainStepOptionsBase<FSDPPipelineOptions> {
-  Opt<std::string> sharding{
-      *this, "sharding-strategy",
-      llvm::cl::desc(kShardingStrategies),
-      llvm::cl::init("FULL_SHARD")};
-  Opt<int64_t> worldSize{*this, "world-size",
-                         llvm::cl::desc("Number of ranks"), llvm::cl::init(1)};
-  Opt<int64_t> shardGroupSize{
-      *this, "shard-group-size",
-      llvm::cl::desc("HYBRID_SHARD: ranks per shard group"),
-      llvm::cl::init(0)};
-  Opt<std::string> hybridReduction{
-      *this, "hybrid-reduction",
-      llvm::cl::desc("HYBRID_SHARD's reduction: ordered or two-stage"),
-      llvm::cl::init("ordered")};
+#define FSDP_SHARD_OPTION(TYPE, FIELD, FLAG, NAME, DEFAULT, HELP)             \
+  Opt<TYPE> FIELD{*this, NAME, llvm::cl::desc(HELP), llvm::cl::init(DEFAULT)};
+#define FSDP_SHARD_LIST_OPTION(FIELD, FLAG, NAME, VALUE, HELP)                \
+  ListOpt<std::string> FIELD{*this, NAME, llvm::cl::desc(HELP)};
+#include "fsdp/Transforms/StepOptions.def"
+  /// The plan's dtype name (bf16, f16, f32) gradients are reduced in; fsdp-opt
+  /// derives it from --mixed-precision and --reduce-dtype.
   Opt<std::string> reduceDtype{
       *this, "reduce-dtype",
       llvm::cl::desc("Mixed precision: bf16, f16 or f32 (empty: the "
                      "gradient's own type)"),
       llvm::cl::init("")};
-  Opt<bool> offloadParams{
-      *this, "offload-params",
-      llvm::cl::desc("CPU offload: parameter shards, gradients and "
-                     "optimizer state in host memory"),
-      llvm::cl::init(false)};
-  ListOpt<std::string> offloadUnits{
-      *this, "offload-units",
-      llvm::cl::desc("CPU offload of these units (module paths)")};
-  ListOpt<std::string> offloadOptimUnits{
-      *this, "offload-optim-units",
-      llvm::cl::desc("CPU offload of these units' optimizer state")};
-  Opt<std::string> autoWrapPolicy{
-      *this, "auto-wrap-policy",
-      llvm::cl::desc("size, class, modules or none"), llvm::cl::init("none")};
-  Opt<int64_t> minNumParams{
-      *this, "min-num-params",
-      llvm::cl::desc("size policy: parameters that make a unit"),
-      llvm::cl::init(100000000)};
-  ListOpt<std::string> wrapClasses{
-      *this, "wrap-class", llvm::cl::desc("class policy: unit classes")};
-  ListOpt<std::string> wrapModules{
-      *this, "wrap-module", llvm::cl::desc("modules policy: unit paths")};
-  ListOpt<std::string> ignoreModules{
-      *this, "ignore-module",
-      llvm::cl::desc("Modules whose parameters stay whole and replicated")};
-  Opt<std::string> backwardPrefetch{
-      *this, "backward-prefetch", llvm::cl::desc(kBackwardPrefetchValues),
-      llvm::cl::init("BACKWARD_PRE")};
-  Opt<bool> forwardPrefetch{
-      *this, "forward-prefetch",
-      llvm::cl::desc("Prefetch the next unit's forward all-gather"),
-      llvm::cl::init(false)};
-  Opt<int64_t> limitAllGathers{
-      *this, "limit-all-gathers",
-      llvm::cl::desc("Most gathered buffers in flight or alive when a "
-                     "prefetched all-gather starts (0: no limit)"),
-      llvm::cl::init(2)};
-  Opt<int64_t> limitReductions{
-      *this, "limit-reductions",
-      llvm::cl::desc("Most gradient reductions in flight (0: no bound)"),
-      llvm::cl::init(2)};
 };
 
 /// Loss, reverse-mode differentiation, optimizer: the whole training step.

@@ -1,0 +1,29 @@
+//===- Compile.h - fsdp-opt's compilation ------------------------*- C++ -*-===//
+//
+// What fsdp-opt does with its input once its options are resolved: import
+// (or parse), the budget searches, the pipeline, the reports and the output.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_DRIVER_COMPILE_H
+#define FSDP_DRIVER_COMPILE_H
+
+#include "fsdp/Driver/Options.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+
+namespace fsdp::driver {
+
+/// Compiles `inputFilename` (a TorchScript archive, recognised by its
+/// content, or MLIR) as `options` say and writes `outputFilename`; behaves
+/// as mlir-opt on MLIR when nothing of fsdp-opt's own is asked. Any error
+/// leaves no output file behind. Returns the exit code.
+int compileFile(CompileOptions &options, const std::string &inputFilename,
+                const std::string &outputFilename,
+                mlir::DialectRegistry &registry,
+                const mlir::MlirOptMainConfig &config);
+
+} // namespace fsdp::driver
+
+#endif // FSDP_DRIVER_COMPILE_H

@@ -1,0 +1,371 @@
+//===- Compile.cpp - fsdp-opt's compilation --------------------------------===//
+//
+// A TorchScript archive (recognised by its content, whatever its name) is
+// imported first; the pass pipeline then runs on the imported module, and
+// the reports and the output are written. On MLIR input with nothing of
+// fsdp-opt's own asked, this is mlir-opt.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Driver/Compile.h"
+#include "fsdp/Import/TorchScript/Import.h"
+#include "fsdp/Target/Plan/PlanEmitter.h"
+#include "fsdp/Transforms/Report.h"
+
+#include "mlir/Bytecode/BytecodeWriter.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+using namespace fsdp;
+using namespace fsdp::driver;
+
+namespace {
+
+LogicalResult error(const llvm::Twine &message) {
+  llvm::errs() << "error: " << message << "\n";
+  return failure();
+}
+
+/// The training step's pipeline; `differentiated`: the module already has
+/// its loss and backward (a budget search ran them to choose).
+void addTrainStep(const CompileOptions &o, PassManager &pm,
+                  bool differentiated) {
+  if (!o.fsdp.enabled) {
+    TrainStepPipelineOptions options;
+    toPipelineOptions(o, options);
+    buildTrainStepPipeline(pm, options);
+    return;
+  }
+  FSDPPipelineOptions options;
+  toPipelineOptions(o, options);
+  if (differentiated)
+    buildShardedStepPipeline(pm, options);
+  else
+    buildFSDPPipeline(pm, options);
+}
+
+/// Appends the loss and differentiates `module`, for a search to choose on.
+LogicalResult differentiate(const FSDPPipelineOptions &options,
+                            ModuleOp module, TimingScope &timing) {
+  PassManager pm(module.getContext(), ModuleOp::getOperationName());
+  pm.enableTiming(timing);
+  buildLossAndBackwardPipeline(pm, options);
+  return pm.run(module);
+}
+
+/// --auto-wrap budget: differentiates `module`, then chooses size-based
+/// wrapping and a backward prefetch mode whose predicted peak fits the
+/// budget (fsdp/Transforms/MemoryBudget.h), and sets them.
+LogicalResult chooseUnderBudget(CompileOptions &o, ModuleOp module,
+                                TimingScope &timing) {
+  FSDPPipelineOptions options;
+  toPipelineOptions(o, options);
+  if (failed(differentiate(options, module, timing)))
+    return failure();
+  TimingScope choosing = timing.nest("Choose units under --memory-budget");
+  FailureOr<BudgetChoice> choice =
+      chooseWrappingUnderBudget(module, options, o.fsdp.memoryBudget);
+  if (failed(choice))
+    return failure();
+  FSDPSettings &s = o.fsdp;
+  s.autoWrap = "size";
+  s.minNumParams = choice->minNumParams;
+  s.backwardPrefetch = choice->backwardPrefetch;
+  s.budgetChoice = *choice;
+  return success();
+}
+
+/// --offload auto: differentiates `module`, then offloads as little as
+/// makes the predicted device peak fit the budget.
+LogicalResult chooseOffload(CompileOptions &o, ModuleOp module,
+                            TimingScope &timing) {
+  FSDPPipelineOptions options;
+  toPipelineOptions(o, options);
+  if (failed(differentiate(options, module, timing)))
+    return failure();
+  TimingScope choosing =
+      timing.nest("Choose CPU offload under --memory-budget");
+  FailureOr<OffloadChoice> choice =
+      chooseOffloadUnderBudget(module, options, o.fsdp.memoryBudget);
+  if (failed(choice))
+    return failure();
+  o.fsdp.offloadChoice = *choice;
+  return success();
+}
+
+/// The import options: --input specs and, with mixed precision, the dtypes
+/// the importer types the step in.
+FailureOr<ImportOptions> importOptions(const CompileOptions &o,
+                                       const std::string &inputFilename,
+                                       bool isTorchScript) {
+  ImportOptions options;
+  for (const std::string &text : o.inputs) {
+    InputSpec spec;
+    std::string message;
+    if (!parseInputSpec(text, spec, message))
+      return error(message);
+    options.inputs.push_back(spec);
+  }
+  if (!o.fsdp.enabled)
+    return options;
+  // The importer types the step in reduced precision only (fp32 is the
+  // model's own).
+  for (auto [from, to] : {std::pair(&o.fsdp.paramDtype, &options.paramDtype),
+                          std::pair(&o.fsdp.bufferDtype, &options.bufferDtype)})
+    if (*from != "fp32")
+      *to = planDtypeName(*from);
+  if (!isTorchScript &&
+      (!options.paramDtype.empty() || !options.bufferDtype.empty()))
+    return error("--param-dtype and --buffer-dtype apply when importing a "
+                 "TorchScript model (the importer types the step in them); '" +
+                 inputFilename + "' is MLIR");
+  return options;
+}
+
+/// Module paths of offloaded units for the report; the root's is empty.
+std::string unitNames(const std::vector<std::string> &units) {
+  std::vector<std::string> shown;
+  for (const std::string &u : units)
+    shown.push_back(u.empty() ? "(root)" : u);
+  return llvm::join(shown, ",");
+}
+
+/// --fsdp-report's lines on what chose the units and the offload.
+void printChoices(const FSDPSettings &s, llvm::raw_ostream &os) {
+  os << "units chosen by: " << s.autoWrap;
+  if (const auto &b = s.budgetChoice)
+    os << " (budget " << formatBytes(s.memoryBudget) << ": min_num_params "
+       << b->minNumParams << " and " << b->backwardPrefetch << ", " << b->units
+       << (b->units == 1 ? " unit" : " units") << " and " << b->collectives
+       << " collectives, predicted peak " << formatBytes(b->peakBytes)
+       << "; the first of " << b->tried
+       << " wrappings tried, from the fewest units, to fit)";
+  else if (s.autoWrap == "size")
+    os << " (min_num_params " << s.minNumParams << ")";
+  else if (s.autoWrap == "class")
+    os << " (" << llvm::join(s.wrapClasses, ",") << ")";
+  os << ", from " << s.autoWrapReason << "\n";
+  const auto &c = s.offloadChoice;
+  if (!c)
+    return;
+  os << "cpu offload chosen by: --offload auto (budget "
+     << formatBytes(s.memoryBudget) << "): ";
+  if (c->optimUnits.empty() && c->paramUnits.empty())
+    os << "nothing (the predicted peak "
+       << formatBytes(c->unoffloadedPeakBytes) << " fits)";
+  else
+    os << "optimizer state of " << c->optimUnits.size() << " of " << c->units
+       << " units [" << unitNames(c->optimUnits) << "], parameters of "
+       << c->paramUnits.size() << " [" << unitNames(c->paramUnits)
+       << "]; predicted device peak " << formatBytes(c->unoffloadedPeakBytes)
+       << " -> " << formatBytes(c->peakBytes) << ", host peak "
+       << formatBytes(c->hostPeakBytes) << "; the first of " << c->tried
+       << " plans tried, largest units first, to fit";
+  os << "\n";
+}
+
+/// Imports (or parses) the input and runs the budget searches and the
+/// pipeline on it.
+OwningOpRef<ModuleOp> buildModule(CompileOptions &o, MLIRContext &context,
+                                  llvm::SourceMgr &sourceMgr,
+                                  const std::string &inputFilename,
+                                  const MlirOptMainConfig &config,
+                                  bool isTorchScript, TimingScope &timing) {
+  FailureOr<ImportOptions> options =
+      importOptions(o, inputFilename, isTorchScript);
+  if (failed(options))
+    return nullptr;
+  TimingScope importTiming = timing.nest("Import TorchScript");
+  options->timing = &importTiming;
+  OwningOpRef<ModuleOp> module =
+      isTorchScript ? importTorchScript(inputFilename, *options, &context)
+                    : parseSourceFile<ModuleOp>(inputFilename, sourceMgr,
+                                                ParserConfig(&context));
+  importTiming.stop();
+  if (!module)
+    return nullptr;
+  bool train = o.wantsTrainStep() && o.fsdp.enabled;
+  bool budget = train && o.fsdp.autoWrap == "budget";
+  if (budget && failed(chooseUnderBudget(o, *module, timing)))
+    return nullptr;
+  bool offloadAuto = train && o.fsdp.offloadAuto;
+  if (offloadAuto && failed(chooseOffload(o, *module, timing)))
+    return nullptr;
+  PassManager pm(&context, ModuleOp::getOperationName());
+  pm.enableTiming(timing);
+  if (o.wantsTrainStep())
+    addTrainStep(o, pm, /*differentiated=*/budget || offloadAuto);
+  if (failed(applyPassManagerCLOptions(pm)) ||
+      failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))
+    return nullptr;
+  // The checkpoint kind an Accelerate file chose, for fsdp-run.
+  if (!o.fsdp.stateDictType.empty())
+    (*module)->setAttr(kStateDictTypeAttr,
+                       StringAttr::get(&context, o.fsdp.stateDictType));
+  return module;
+}
+
+/// The reports on the standard streams: the FSDP report, the memory report.
+/// The memory prediction is returned for the JSON file.
+FailureOr<std::optional<MemoryReport>>
+printReports(const CompileOptions &o, ModuleOp module, llvm::StringRef entry,
+             const std::string &outputFilename) {
+  llvm::raw_ostream &os = outputFilename == "-" ? llvm::errs() : llvm::outs();
+  if (o.fsdpReport) {
+    printFSDPReport(module, os);
+    printChoices(o.fsdp, os);
+    printScheduleReport(module, os);
+  }
+  // One prediction for the text report and the JSON.
+  std::optional<MemoryReport> memory;
+  if (o.memoryReport || !o.memoryReportJSON.empty()) {
+    FailureOr<MemoryReport> report = predictMemoryReport(module, entry);
+    if (failed(report))
+      return failure();
+    memory = std::move(*report);
+  }
+  if (o.memoryReport)
+    printMemoryReport(*memory, os);
+  return memory;
+}
+
+LogicalResult writeModule(const CompileOptions &o, ModuleOp module,
+                          llvm::StringRef entry,
+                          const MlirOptMainConfig &config,
+                          llvm::raw_ostream &os) {
+  if (o.emit == EmitKind::Plan)
+    return emitPlan(module, entry, os);
+  if (config.shouldEmitBytecode())
+    return writeBytecodeToFile(module, os);
+  module.print(os, OpPrintingFlags());
+  os << "\n";
+  return success();
+}
+
+/// Imports a TorchScript file (or parses MLIR), runs the pipeline, writes the
+/// result. Any error leaves no output file behind.
+LogicalResult compileModule(CompileOptions &o, const std::string &inputFilename,
+                            const std::string &outputFilename,
+                            DialectRegistry &registry,
+                            const MlirOptMainConfig &config,
+                            bool isTorchScript) {
+  DefaultTimingManager timingManager;
+  applyDefaultTimingManagerCLOptions(timingManager);
+  TimingScope timing = timingManager.getRootScope();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = buildModule(
+      o, context, sourceMgr, inputFilename, config, isTorchScript, timing);
+  if (!module)
+    return failure();
+
+  std::string message;
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      openOutputFile(outputFilename, &message);
+  if (!output)
+    return error(message);
+  // The whole training step when there is one, else the forward.
+  llvm::StringRef entry =
+      module->lookupSymbol("train_step") ? "train_step" : "forward";
+  FailureOr<std::optional<MemoryReport>> memory =
+      printReports(o, *module, entry, outputFilename);
+  if (failed(memory))
+    return failure();
+  std::unique_ptr<llvm::ToolOutputFile> memoryJSON;
+  if (!o.memoryReportJSON.empty()) {
+    memoryJSON = openOutputFile(o.memoryReportJSON, &message);
+    if (!memoryJSON)
+      return error(message);
+    writeMemoryReportJSON(**memory, memoryJSON->os());
+  }
+  TimingScope outputTiming = timing.nest("Output");
+  if (failed(writeModule(o, *module, entry, config, output->os())))
+    return failure();
+  output->keep();
+  if (memoryJSON)
+    memoryJSON->keep();
+  return success();
+}
+
+/// What the input file is, with an error for a file that cannot be a model
+/// fsdp-opt reads.
+FailureOr<bool> isTorchScriptFile(const std::string &inputFilename) {
+  if (inputFilename == "-")
+    return false;
+  if (!llvm::sys::fs::exists(inputFilename))
+    return error("no such file: '" + inputFilename + "'");
+  switch (classifyInputFile(inputFilename)) {
+  case InputFileKind::TorchScript:
+    return true;
+  case InputFileKind::OtherZip:
+    return error("'" + inputFilename +
+                 "' is a zip archive but not TorchScript (it has no "
+                 "constants.pkl): save the model with torch.jit.save after "
+                 "torch.jit.trace or torch.jit.script");
+  case InputFileKind::CorruptZip:
+    return error("'" + inputFilename +
+                 "' is a truncated or corrupt zip archive (no central "
+                 "directory), not a readable TorchScript model");
+  case InputFileKind::Other: {
+    llvm::StringRef ext = llvm::sys::path::extension(inputFilename);
+    if (ext == ".pt" || ext == ".pth" || ext == ".ptl")
+      return error("'" + inputFilename +
+                   "' is not a TorchScript archive (not a zip file); save the "
+                   "model with torch.jit.save");
+    return false;
+  }
+  }
+  return false;
+}
+
+/// mlir-opt on an MLIR file.
+int runMlirOpt(const std::string &inputFilename,
+               const std::string &outputFilename, DialectRegistry &registry,
+               const MlirOptMainConfig &config) {
+  std::string message;
+  std::unique_ptr<llvm::MemoryBuffer> file =
+      openInputFile(inputFilename, &message);
+  if (!file)
+    return failed(error(message));
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      openOutputFile(outputFilename, &message);
+  if (!output)
+    return failed(error(message));
+  if (failed(MlirOptMain(output->os(), std::move(file), registry, config)))
+    return 1;
+  output->keep();
+  return 0;
+}
+
+} // namespace
+
+int fsdp::driver::compileFile(CompileOptions &o,
+                              const std::string &inputFilename,
+                              const std::string &outputFilename,
+                              DialectRegistry &registry,
+                              const MlirOptMainConfig &config) {
+  FailureOr<bool> torchScript = isTorchScriptFile(inputFilename);
+  if (failed(torchScript))
+    return 1;
+  if (*torchScript)
+    return failed(compileModule(o, inputFilename, outputFilename, registry,
+                                config, /*isTorchScript=*/true));
+  if (!o.inputs.empty())
+    return failed(error("--input applies to TorchScript input only, but '" +
+                        inputFilename + "' is not a TorchScript archive"));
+  if (o.emit == EmitKind::Plan || o.wantsTrainStep() || o.memoryReport ||
+      !o.memoryReportJSON.empty())
+    return failed(compileModule(o, inputFilename, outputFilename, registry,
+                                config, /*isTorchScript=*/false));
+  return runMlirOpt(inputFilename, outputFilename, registry, config);
+}

@@ -1,0 +1,420 @@
+//===- Settings.cpp - fsdp-opt's options merged and checked ----------------===//
+//
+// The Accelerate file (--config) under the flags given, then the options
+// checked together; --print-config; the pipeline's options.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Config/AccelerateConfig.h"
+#include "fsdp/Driver/Options.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+
+using namespace mlir;
+using namespace fsdp;
+using namespace fsdp::driver;
+
+namespace {
+
+LogicalResult error(const llvm::Twine &message) {
+  llvm::errs() << "error: " << message << "\n";
+  return failure();
+}
+
+/// The flags that turn FSDP on: any of them given shards the step.
+constexpr const char *kFSDPFlags[] = {
+    "world-size",        "sharding",          "shard-group-size",
+    "auto-wrap",         "min-num-params",    "wrap-class",
+    "wrap-module",       "ignore-module",     "fsdp-report",
+    "hybrid-reduction",  "backward-prefetch", "forward-prefetch",
+    "limit-all-gathers", "limit-reductions",  "activation-checkpointing",
+    "mixed-precision",   "param-dtype",       "reduce-dtype",
+    "buffer-dtype",      "offload-params",    "offload",
+    "offload-unit",      "offload-optim-unit"};
+
+/// The Accelerate file's settings, where no flag gives them; its
+/// num_machines.
+LogicalResult overlayConfig(CompileOptions &o, int64_t &numMachines) {
+  FSDPSettings &s = o.fsdp;
+  llvm::Expected<AccelerateConfig> config =
+      readAccelerateConfig(o.raw.config);
+  if (!config)
+    return error(llvm::toString(config.takeError()));
+  s.enabled = true;
+  if (config->sharding && !o.given("sharding"))
+    s.sharding = *config->sharding;
+  if (config->autoWrap && !o.given("auto-wrap"))
+    s.autoWrap = *config->autoWrap;
+  s.autoWrapReason = config->autoWrapReason;
+  s.fsdpVersion = config->fsdpVersion;
+  if (config->minNumParams && !o.given("min-num-params"))
+    s.minNumParams = *config->minNumParams;
+  if (!o.given("wrap-class"))
+    s.wrapClasses = config->wrapClasses;
+  if (config->numProcesses && !o.given("world-size"))
+    s.worldSize = *config->numProcesses;
+  if (!o.given("backward-prefetch"))
+    s.backwardPrefetch = config->backwardPrefetch;
+  if (!o.given("forward-prefetch"))
+    s.forwardPrefetch = config->forwardPrefetch;
+  if (!o.given("activation-checkpointing"))
+    o.train.activationCheckpointing = config->activationCheckpointing;
+  if (!o.given("offload-params"))
+    s.offloadParams = config->offloadParams;
+  if (!config->mixedPrecision.empty())
+    s.paramDtype = s.reduceDtype = s.bufferDtype = config->mixedPrecision;
+  if (!o.given("limit-all-gathers"))
+    s.limitAllGathers = config->limitAllGathers;
+  s.stateDictType = config->stateDictType.value_or("");
+  numMachines = config->numMachines.value_or(0);
+  return success();
+}
+
+/// The flags that are not settings as they stand: the auto-wrap rule's
+/// reason, mixed precision, the offload mode.
+LogicalResult applyFlags(CompileOptions &o) {
+  FSDPSettings &s = o.fsdp;
+  const RawFlags &raw = o.raw;
+  if (o.given("auto-wrap"))
+    s.autoWrapReason = "--auto-wrap " + s.autoWrap;
+  if (s.autoWrapReason.empty())
+    s.autoWrapReason = s.autoWrap == "none"
+                           ? "no auto-wrap policy: the root is the one unit"
+                           : "--auto-wrap " + s.autoWrap;
+  if (o.given("mixed-precision")) {
+    if (raw.mixedPrecision != "no" && raw.mixedPrecision != "bf16" &&
+        raw.mixedPrecision != "fp16")
+      return error("--mixed-precision " + raw.mixedPrecision +
+                   ": expected no, bf16 or fp16");
+    std::string dtype =
+        raw.mixedPrecision == "no" ? std::string("fp32") : raw.mixedPrecision;
+    s.paramDtype = s.reduceDtype = s.bufferDtype = dtype;
+  }
+  for (auto [name, flag, field] :
+       {std::tuple("param-dtype", &raw.paramDtype, &s.paramDtype),
+        std::tuple("reduce-dtype", &raw.reduceDtype, &s.reduceDtype),
+        std::tuple("buffer-dtype", &raw.bufferDtype, &s.bufferDtype)}) {
+    if (!o.given(name))
+      continue;
+    if (*flag != "bf16" && *flag != "fp16" && *flag != "fp32")
+      return error(llvm::Twine("--") + name + " " + *flag +
+                   ": expected bf16, fp16 or fp32");
+    *field = *flag;
+  }
+  if (o.given("offload")) {
+    if (raw.offload != "none" && raw.offload != "params" &&
+        raw.offload != "auto")
+      return error("--offload " + raw.offload +
+                   ": expected none, params or auto");
+    if (o.given("offload-params") &&
+        s.offloadParams != (raw.offload == "params"))
+      return error("--offload-params and --offload " + raw.offload +
+                   " disagree");
+    s.offloadParams = raw.offload == "params";
+    s.offloadAuto = raw.offload == "auto";
+  }
+  if ((s.offloadParams || s.offloadAuto) &&
+      (!s.offloadUnits.empty() || !s.offloadOptimUnits.empty()))
+    return error("--offload-unit and --offload-optim-unit choose units "
+                 "themselves: not with --offload-params or --offload auto");
+  return success();
+}
+
+LogicalResult checkSchedule(const FSDPSettings &s) {
+  if (!isBackwardPrefetch(s.backwardPrefetch))
+    return error("--backward-prefetch " + s.backwardPrefetch + ": expected " +
+                 kBackwardPrefetchValues);
+  if (s.limitAllGathers < 0)
+    return error("--limit-all-gathers must not be negative (0: no limit), "
+                 "found " +
+                 llvm::Twine(s.limitAllGathers));
+  if (s.limitReductions < 0)
+    return error("--limit-reductions must not be negative (0: no bound), "
+                 "found " +
+                 llvm::Twine(s.limitReductions));
+  return success();
+}
+
+LogicalResult checkSharding(const CompileOptions &o, FSDPSettings &s,
+                            int64_t numMachines) {
+  if (!isShardingStrategy(s.sharding))
+    return error("--sharding " + s.sharding + ": expected " +
+                 kShardingStrategies);
+  if ((s.offloadParams || s.offloadAuto || !s.offloadUnits.empty() ||
+       !s.offloadOptimUnits.empty()) &&
+      (s.sharding == "OSS" || s.sharding == "SHARDED_DDP"))
+    return error("CPU offload applies to FSDP's strategies, not " +
+                 s.sharding + " (its parameters are whole on every rank)");
+  if (s.worldSize < 1)
+    return error("--world-size must be at least 1, found " +
+                 llvm::Twine(s.worldSize));
+  if (s.worldSize > kMaxWorldSize)
+    return error("--world-size must be at most " +
+                 llvm::Twine(kMaxWorldSize) + " (ranks are C ints), found " +
+                 llvm::Twine(s.worldSize));
+  if (s.shardGroupSize > kMaxWorldSize)
+    return error("--shard-group-size must be at most " +
+                 llvm::Twine(kMaxWorldSize) + ", found " +
+                 llvm::Twine(s.shardGroupSize));
+  if (s.sharding == "HYBRID_SHARD") {
+    // By default a shard group is one node's ranks.
+    if (s.shardGroupSize <= 0 && numMachines > 0 &&
+        s.worldSize % numMachines == 0)
+      s.shardGroupSize = s.worldSize / numMachines;
+    if (s.shardGroupSize <= 0)
+      return error("HYBRID_SHARD needs --shard-group-size G (or a config "
+                   "file's num_machines): the ranks of one node, which shard "
+                   "each unit; groups of G ranks replicate it");
+    if (s.worldSize % s.shardGroupSize != 0)
+      return error("--shard-group-size " + llvm::Twine(s.shardGroupSize) +
+                   " does not divide --world-size " +
+                   llvm::Twine(s.worldSize));
+    if (s.hybridReduction != "ordered" && s.hybridReduction != "two-stage")
+      return error("--hybrid-reduction " + s.hybridReduction +
+                   ": expected ordered or two-stage");
+  } else if (s.shardGroupSize != 0) {
+    return error("--shard-group-size applies to HYBRID_SHARD, not " +
+                 s.sharding);
+  } else if (o.given("hybrid-reduction")) {
+    return error("--hybrid-reduction applies to HYBRID_SHARD, not " +
+                 s.sharding);
+  }
+  return success();
+}
+
+LogicalResult checkBudget(const CompileOptions &o, FSDPSettings &s) {
+  if (s.autoWrap == "budget" && s.offloadAuto)
+    return error("--auto-wrap budget and --offload auto both choose under "
+                 "--memory-budget: use one");
+  if (o.given("memory-budget") && s.autoWrap != "budget" && !s.offloadAuto)
+    return error("--memory-budget applies to --auto-wrap budget or --offload "
+                 "auto, not --auto-wrap " +
+                 s.autoWrap);
+  if (s.autoWrap != "budget" && !s.offloadAuto)
+    return success();
+  if (!o.given("memory-budget"))
+    return error(llvm::Twine(s.offloadAuto ? "--offload auto"
+                                           : "--auto-wrap budget") +
+                 " needs --memory-budget SIZE (the most bytes a rank may "
+                 "hold during a step)");
+  std::optional<int64_t> budget = parseByteSize(o.raw.memoryBudget);
+  if (!budget || *budget <= 0)
+    return error("--memory-budget " + o.raw.memoryBudget +
+                 ": expected a positive size in bytes, or with B, KiB, "
+                 "MiB, GiB, TiB, KB, MB, GB or TB");
+  s.memoryBudget = *budget;
+  return success();
+}
+
+LogicalResult checkWrapping(const CompileOptions &o, FSDPSettings &s) {
+  if (s.autoWrap != "size" && s.autoWrap != "class" &&
+      s.autoWrap != "modules" && s.autoWrap != "none" &&
+      s.autoWrap != "budget")
+    return error("--auto-wrap " + s.autoWrap +
+                 ": expected size, class, modules, budget or none");
+  if (failed(checkBudget(o, s)))
+    return failure();
+  if (o.given("min-num-params") && s.autoWrap != "size")
+    return error("--min-num-params applies to --auto-wrap size, not " +
+                 s.autoWrap);
+  if (s.minNumParams < 0)
+    return error("--min-num-params must not be negative");
+  if (!s.wrapClasses.empty() && s.autoWrap != "class")
+    return error("--wrap-class applies to --auto-wrap class, not " +
+                 s.autoWrap);
+  if (s.autoWrap == "class" && s.wrapClasses.empty())
+    return error("--auto-wrap class needs --wrap-class NAME");
+  if (!s.wrapModules.empty() && s.autoWrap != "modules")
+    return error("--wrap-module applies to --auto-wrap modules, not " +
+                 s.autoWrap);
+  if (s.autoWrap == "modules" && s.wrapModules.empty())
+    return error("--auto-wrap modules needs --wrap-module PATH");
+  return success();
+}
+
+LogicalResult resolveFSDP(CompileOptions &o) {
+  FSDPSettings &s = o.fsdp;
+  int64_t numMachines = 0;
+  if (o.given("config") && failed(overlayConfig(o, numMachines)))
+    return failure();
+  for (const char *flag : kFSDPFlags)
+    if (o.given(flag))
+      s.enabled = true;
+  if (failed(applyFlags(o)))
+    return failure();
+  if (!s.enabled)
+    return success();
+  if (failed(checkSchedule(s)) || failed(checkSharding(o, s, numMachines)))
+    return failure();
+  return checkWrapping(o, s);
+}
+
+} // namespace
+
+LogicalResult fsdp::driver::resolveOptions(CompileOptions &o) {
+  if (failed(resolveFSDP(o)))
+    return failure();
+  // Dynamic loss scaling: as asked, else with fp16 parameters (as
+  // Accelerate creates a ShardedGradScaler for fp16).
+  if (!o.given("grad-scaler"))
+    o.train.gradScaler = o.fsdp.enabled && o.fsdp.paramDtype == "fp16";
+  return success();
+}
+
+namespace {
+
+/// The first flag of `flags` given, or null.
+const char *firstGiven(const CompileOptions &o,
+                       std::initializer_list<const char *> flags) {
+  for (const char *flag : flags)
+    if (o.given(flag))
+      return flag;
+  return nullptr;
+}
+
+} // namespace
+
+LogicalResult fsdp::driver::checkTrainOptions(const CompileOptions &o) {
+  const TrainOptions &t = o.train;
+  if (!o.wantsTrainStep()) {
+    if (o.fsdp.enabled)
+      return error("FSDP options need --loss: what is sharded is the "
+                   "training step");
+    if (const char *flag = firstGiven(
+            o, {"optimizer", "lr", "weight-decay", "momentum", "nesterov",
+                "dampening", "maximize", "amsgrad", "lr-schedule",
+                "warmup-steps", "total-steps", "max-grad-norm", "grad-accum",
+                "grad-scaler", "init-scale", "growth-factor",
+                "backoff-factor", "growth-interval", "ac-class", "ac-module",
+                "beta1", "beta2", "eps", "target"}))
+      return error(llvm::Twine("--") + flag +
+                   " needs --loss: the training step is built from a loss");
+    return success();
+  }
+  if (!o.given("optimizer"))
+    return error("--loss needs --optimizer sgd|adam|adamw");
+  if (t.optimizer != "sgd" && t.optimizer != "adam" && t.optimizer != "adamw")
+    return error("unknown optimizer '" + t.optimizer +
+                 "': expected sgd, adam or adamw");
+  if (!t.gradScaler)
+    if (const char *flag = firstGiven(o, {"init-scale", "growth-factor",
+                                          "backoff-factor", "growth-interval"}))
+      return error(llvm::Twine("--") + flag +
+                   " applies to the gradient scaler (--grad-scaler, on by "
+                   "default with fp16 mixed precision)");
+  if (t.gradAccum < 1)
+    return error("--grad-accum must be at least 1 (the micro-batches of one "
+                 "optimizer step), not " +
+                 llvm::Twine(t.gradAccum));
+  if (!o.given("lr-schedule"))
+    if (const char *flag = firstGiven(o, {"warmup-steps", "total-steps"}))
+      return error(llvm::Twine("--") + flag +
+                   " needs --lr-schedule constant|linear|cosine");
+  if (t.optimizer == "sgd") {
+    if (const char *flag =
+            firstGiven(o, {"beta1", "beta2", "eps", "amsgrad"}))
+      return error(llvm::Twine("--") + flag +
+                   " applies to --optimizer adam or adamw, not sgd");
+  } else if (const char *flag =
+                 firstGiven(o, {"momentum", "nesterov", "dampening"})) {
+    return error(llvm::Twine("--") + flag + " applies to --optimizer sgd, not " +
+                 t.optimizer);
+  }
+  return success();
+}
+
+void fsdp::driver::printSettings(const CompileOptions &o,
+                                 llvm::raw_ostream &os) {
+  const FSDPSettings &s = o.fsdp;
+  const TrainOptions &t = o.train;
+  os << "sharding: " << s.sharding << "\n";
+  if (s.fsdpVersion == 2)
+    os << "fsdp-version: 2 (each unit a flat parameter, as FSDP1 lays it out; "
+          "the arithmetic is FSDP2's)\n";
+  os << "world-size: " << s.worldSize << "\n";
+  if (s.shardGroupSize)
+    os << "shard-group-size: " << s.shardGroupSize << "\n";
+  if (s.sharding == "HYBRID_SHARD")
+    os << "hybrid-reduction: " << s.hybridReduction << "\n";
+  os << "auto-wrap: " << s.autoWrap << "\n";
+  os << "auto-wrap-rule: " << s.autoWrapReason << "\n";
+  if (s.autoWrap == "size")
+    os << "min-num-params: " << s.minNumParams << "\n";
+  if (s.autoWrap == "budget")
+    os << "memory-budget: " << s.memoryBudget << "\n";
+  if (!s.wrapClasses.empty())
+    os << "wrap-class: " << llvm::join(s.wrapClasses, ",") << "\n";
+  if (!s.wrapModules.empty())
+    os << "wrap-module: " << llvm::join(s.wrapModules, ",") << "\n";
+  if (!s.ignoreModules.empty())
+    os << "ignore-module: " << llvm::join(s.ignoreModules, ",") << "\n";
+  os << "backward-prefetch: " << s.backwardPrefetch << "\n";
+  os << "forward-prefetch: " << (s.forwardPrefetch ? "true" : "false")
+     << "\n";
+  os << "activation-checkpointing: "
+     << (t.activationCheckpointing ? "true (every unit but the root)"
+                                   : "false")
+     << "\n";
+  os << "mixed-precision: param " << s.paramDtype << ", reduce "
+     << (s.reduceDtype.empty() ? s.paramDtype : s.reduceDtype) << ", buffer "
+     << s.bufferDtype << "\n";
+  os << "grad-scaler: ";
+  if (t.gradScaler)
+    os << "on (init-scale " << llvm::format("%g", t.initScale)
+       << ", growth-factor " << llvm::format("%g", t.growthFactor)
+       << ", backoff-factor " << llvm::format("%g", t.backoffFactor)
+       << ", growth-interval " << t.growthInterval << ")\n";
+  else
+    os << "off\n";
+  os << "offload-params: " << (s.offloadParams ? "true" : "false") << "\n";
+  if (s.offloadAuto)
+    os << "offload: auto (memory-budget " << s.memoryBudget << ")\n";
+  if (!s.offloadUnits.empty())
+    os << "offload-unit: " << llvm::join(s.offloadUnits, ",") << "\n";
+  if (!s.offloadOptimUnits.empty())
+    os << "offload-optim-unit: " << llvm::join(s.offloadOptimUnits, ",")
+       << "\n";
+  os << "limit-all-gathers: " << s.limitAllGathers
+     << (s.limitAllGathers == 0 ? " (no limit)" : "") << "\n";
+  os << "limit-reductions: " << s.limitReductions
+     << (s.limitReductions == 0 ? " (no bound)" : "") << "\n";
+}
+
+namespace {
+
+template <typename Pipeline>
+void setTrainOptions(const TrainOptions &t, Pipeline &p) {
+  p.loss = t.loss;
+  p.optimizer = t.optimizer;
+#define FSDP_TRAIN_OPTION(TYPE, FIELD, FLAG, NAME, DEFAULT, HELP)             \
+  p.FIELD = t.FIELD;
+#define FSDP_TRAIN_LIST_OPTION(FIELD, FLAG, NAME, VALUE, HELP)                \
+  p.FIELD = t.FIELD;
+#include "fsdp/Transforms/StepOptions.def"
+}
+
+} // namespace
+
+void fsdp::driver::toPipelineOptions(const CompileOptions &o,
+                                     TrainStepPipelineOptions &p) {
+  setTrainOptions(o.train, p);
+}
+
+void fsdp::driver::toPipelineOptions(const CompileOptions &o,
+                                     FSDPPipelineOptions &p) {
+  const FSDPSettings &s = o.fsdp;
+  setTrainOptions(o.train, p);
+#define FSDP_SHARD_OPTION(TYPE, FIELD, FLAG, NAME, DEFAULT, HELP)             \
+  p.FIELD = s.FIELD;
+#define FSDP_SHARD_LIST_OPTION(FIELD, FLAG, NAME, VALUE, HELP)                \
+  p.FIELD = s.FIELD;
+#include "fsdp/Transforms/StepOptions.def"
+  // The plan's name for the reduce dtype; empty: the gradient's own.
+  p.reduceDtype = planDtypeName(s.reduceDtype);
+  // What --offload auto chose, in place of the units given.
+  if (s.offloadChoice) {
+    p.offloadUnits = s.offloadChoice->paramUnits;
+    p.offloadOptimUnits = s.offloadChoice->optimUnits;
+  }
+}
