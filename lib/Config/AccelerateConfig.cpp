@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/Config/AccelerateConfig.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -607,8 +608,7 @@ llvm::Error Reader::readFsdpEntry(const Entry &entry, AccelerateConfig &config,
     std::string value;
     if (llvm::Error err = readScalar(entry, value))
       return err;
-    if (value != "BACKWARD_PRE" && value != "BACKWARD_POST" &&
-        value != "NO_PREFETCH")
+    if (!symbolizeBackwardPrefetch(value))
       return error(entry, "expected BACKWARD_PRE, BACKWARD_POST or "
                           "NO_PREFETCH, found " +
                               describe(entry.value));

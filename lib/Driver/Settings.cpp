@@ -170,7 +170,7 @@ LogicalResult checkSharding(const CompileOptions &o, FSDPSettings &s,
       return error("--shard-group-size " + llvm::Twine(s.shardGroupSize) +
                    " does not divide --world-size " +
                    llvm::Twine(s.worldSize));
-    if (s.hybridReduction != "ordered" && s.hybridReduction != "two-stage")
+    if (!symbolizeHybridReduction(s.hybridReduction))
       return error("--hybrid-reduction " + s.hybridReduction +
                    ": expected ordered or two-stage");
   } else if (s.shardGroupSize != 0) {
@@ -208,9 +208,8 @@ LogicalResult checkBudget(const CompileOptions &o, FSDPSettings &s) {
 }
 
 LogicalResult checkWrapping(const CompileOptions &o, FSDPSettings &s) {
-  if (s.autoWrap != "size" && s.autoWrap != "class" &&
-      s.autoWrap != "modules" && s.autoWrap != "none" &&
-      s.autoWrap != "budget")
+  // fsdp-opt's own policy, budget, chooses a size threshold.
+  if (!symbolizeAutoWrapPolicy(s.autoWrap) && s.autoWrap != "budget")
     return error("--auto-wrap " + s.autoWrap +
                  ": expected size, class, modules, budget or none");
   if (failed(checkBudget(o, s)))

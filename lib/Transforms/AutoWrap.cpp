@@ -107,8 +107,8 @@ int64_t AutoWrap::wrapBySize(int index, llvm::StringSet<> &units) {
 LogicalResult AutoWrap::run(ModuleOp module) {
   if (failed(readTree(module)))
     return failure();
-  if (policy != "size" && policy != "class" && policy != "modules" &&
-      policy != "none")
+  std::optional<AutoWrapPolicy> kind = symbolizeAutoWrapPolicy(policy);
+  if (!kind)
     return module.emitError("unknown auto-wrap policy '")
            << policy << "': expected size, class, modules or none";
   if (minNumParams < 0)
@@ -124,9 +124,9 @@ LogicalResult AutoWrap::run(ModuleOp module) {
   if (failed(requireEmpty(wrapClasses, "wrap-class", "class")) ||
       failed(requireEmpty(wrapModules, "wrap-module", "modules")))
     return failure();
-  if (policy == "class" && wrapClasses.empty())
+  if (kind == AutoWrapPolicy::Class && wrapClasses.empty())
     return module.emitError("the class policy needs at least one wrap-class");
-  if (policy == "modules" && wrapModules.empty())
+  if (kind == AutoWrapPolicy::Modules && wrapModules.empty())
     return module.emitError(
         "the modules policy needs at least one wrap-module");
 
@@ -161,9 +161,9 @@ LogicalResult AutoWrap::run(ModuleOp module) {
 
   llvm::StringSet<> units;
   units.insert("");
-  if (policy == "size") {
+  if (kind == AutoWrapPolicy::Size) {
     wrapBySize(0, units);
-  } else if (policy == "class") {
+  } else if (kind == AutoWrapPolicy::Class) {
     for (const std::string &name : wrapClasses) {
       bool found = false;
       for (const Module &m : tree)
@@ -182,7 +182,7 @@ LogicalResult AutoWrap::run(ModuleOp module) {
                << "are: " << known;
       }
     }
-  } else if (policy == "modules") {
+  } else if (kind == AutoWrapPolicy::Modules) {
     for (const std::string &path : wrapModules)
       units.insert(path);
   }

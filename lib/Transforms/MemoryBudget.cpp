@@ -78,9 +78,11 @@ fsdp::chooseWrappingUnderBudget(ModuleOp module,
                                 const FSDPPipelineOptions &options,
                                 int64_t budget) {
   SmallVector<std::string> modes = {options.backwardPrefetch};
-  for (const char *mode : {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"})
+  for (uint32_t k = 0; k <= getMaxEnumValForBackwardPrefetch(); ++k) {
+    std::string mode = stringifyBackwardPrefetch(BackwardPrefetch(k)).str();
     if (!llvm::is_contained(modes, mode))
       modes.push_back(mode);
+  }
 
   std::optional<BudgetChoice> smallest;
   std::set<std::vector<std::string>> seen;

@@ -20,19 +20,33 @@ using namespace fsdp::schedule;
 
 namespace {
 
+/// Where a backward gather prefetched in `mode` starts: after the previous
+/// gather's wait (BACKWARD_PRE) or free (BACKWARD_POST); "" for none.
+StringRef anchorMark(BackwardPrefetch mode) {
+  switch (mode) {
+  case BackwardPrefetch::BACKWARD_PRE:
+    return "wait";
+  case BackwardPrefetch::BACKWARD_POST:
+    return "free";
+  case BackwardPrefetch::NO_PREFETCH:
+    return "";
+  }
+  llvm_unreachable("a BackwardPrefetch value");
+}
+
 struct Prefetch : fsdp::impl::PrefetchBase<Prefetch> {
   using Base::Base;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (!isBackwardPrefetch(backwardPrefetch)) {
+    std::optional<BackwardPrefetch> mode =
+        symbolizeBackwardPrefetch(backwardPrefetch);
+    if (!mode) {
       module.emitError("unknown backward prefetch '")
           << backwardPrefetch << "': expected " << kBackwardPrefetchValues;
       return signalPassFailure();
     }
-    StringRef backward = backwardPrefetch == "BACKWARD_PRE"    ? "wait"
-                         : backwardPrefetch == "BACKWARD_POST" ? "free"
-                                                               : "";
+    StringRef backward = anchorMark(*mode);
     StringRef forward = forwardPrefetch ? "wait" : "";
     forEachStep(module, [&](Block &body) {
       StepOrder order(body);

@@ -125,7 +125,7 @@ LogicalResult Shard::checkOptions(ModuleOp module) {
                    strategy == Strategy::SHARDED_DDP))
     return module.emitError("CPU offload applies to FSDP's strategies, not ")
            << sharding << " (its parameters are whole on every rank)";
-  if (hybridReduction != "ordered" && hybridReduction != "two-stage")
+  if (!symbolizeHybridReduction(hybridReduction))
     return module.emitError("unknown HYBRID_SHARD reduction '")
            << hybridReduction << "': expected ordered or two-stage";
   if (worldSize < 1)
@@ -337,7 +337,8 @@ void Shard::reduceGradients(Unit &unit) {
   // HYBRID_SHARD, ordered: one reduce-scatter whose sum runs over the world
   // in rank order; two-stage: a reduce-scatter in the shard group, then an
   // all-reduce across the replica groups.
-  bool ordered = hybrid && hybridReduction == "ordered";
+  bool ordered = hybrid && symbolizeHybridReduction(hybridReduction) ==
+                               HybridReduction::Ordered;
   auto start = ReduceScatterStartOp::create(
       builder, loc, FutureType::get(ctx, shardType), flatGrad, ref,
       CommGroupAttr::get(ctx, CommGroup::shard),

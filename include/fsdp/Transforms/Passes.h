@@ -31,8 +31,7 @@ inline bool isShardingStrategy(llvm::StringRef name) {
 inline constexpr const char *kBackwardPrefetchValues =
     "BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH";
 inline bool isBackwardPrefetch(llvm::StringRef name) {
-  return name == "BACKWARD_PRE" || name == "BACKWARD_POST" ||
-         name == "NO_PREFETCH";
+  return symbolizeBackwardPrefetch(name).has_value();
 }
 
 #define GEN_PASS_DECL

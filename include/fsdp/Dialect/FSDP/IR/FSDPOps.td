@@ -73,6 +73,43 @@ def FSDP_ShardingStrategy : I32EnumAttr<"ShardingStrategy",
 def FSDP_ShardingStrategyAttr
     : EnumAttr<FSDP_Dialect, FSDP_ShardingStrategy, "sharding">;
 
+// PyTorch FSDP's BackwardPrefetch: when the backward's next all-gather
+// starts (fsdp-prefetch's option). Its one string table.
+def FSDP_BackwardPre : I32EnumAttrCase<"BACKWARD_PRE", 0>;
+def FSDP_BackwardPost : I32EnumAttrCase<"BACKWARD_POST", 1>;
+def FSDP_NoPrefetch : I32EnumAttrCase<"NO_PREFETCH", 2>;
+def FSDP_BackwardPrefetch : I32EnumAttr<"BackwardPrefetch",
+    "when the backward's next all-gather starts",
+    [FSDP_BackwardPre, FSDP_BackwardPost, FSDP_NoPrefetch]> {
+  let cppNamespace = "::fsdp";
+  let genSpecializedAttr = 0;
+}
+
+// HYBRID_SHARD's gradient reduction (fsdp-shard's option): one sum over
+// the world in rank order, or reduce-scatter in the shard group then
+// all-reduce across groups.
+def FSDP_OrderedReduction : I32EnumAttrCase<"Ordered", 0, "ordered">;
+def FSDP_TwoStageReduction : I32EnumAttrCase<"TwoStage", 1, "two-stage">;
+def FSDP_HybridReduction : I32EnumAttr<"HybridReduction",
+    "how HYBRID_SHARD reduces gradients",
+    [FSDP_OrderedReduction, FSDP_TwoStageReduction]> {
+  let cppNamespace = "::fsdp";
+  let genSpecializedAttr = 0;
+}
+
+// The auto-wrap policies (fsdp-auto-wrap's option): PyTorch's
+// size_based_auto_wrap_policy, ModuleWrapPolicy, explicit modules, none.
+def FSDP_SizePolicy : I32EnumAttrCase<"Size", 0, "size">;
+def FSDP_ClassPolicy : I32EnumAttrCase<"Class", 1, "class">;
+def FSDP_ModulesPolicy : I32EnumAttrCase<"Modules", 2, "modules">;
+def FSDP_NoPolicy : I32EnumAttrCase<"None", 3, "none">;
+def FSDP_AutoWrapPolicy : I32EnumAttr<"AutoWrapPolicy",
+    "which modules become FSDP units",
+    [FSDP_SizePolicy, FSDP_ClassPolicy, FSDP_ModulesPolicy, FSDP_NoPolicy]> {
+  let cppNamespace = "::fsdp";
+  let genSpecializedAttr = 0;
+}
+
 def FSDP_CommGroupWorld : I32EnumAttrCase<"world", 0>;
 def FSDP_CommGroupShard : I32EnumAttrCase<"shard", 1>;
 def FSDP_CommGroupReplicate : I32EnumAttrCase<"replicate", 2>;
