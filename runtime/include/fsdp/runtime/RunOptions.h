@@ -1,0 +1,30 @@
+//===- RunOptions.h - what fsdp-run is asked to do --------------*- C++ -*-===//
+//
+// fsdp-run's command line, parsed (tools/fsdp-run/main.cpp): what the
+// launcher (Launcher.h) and the rank's training loop (Trainer.h) read.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_RUNOPTIONS_H
+#define FSDP_RUNTIME_RUNOPTIONS_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace fsdp::runtime {
+
+struct RunOptions {
+  std::string plan, model, data, metrics, save, outputs, memoryTimeline;
+  std::string checkpointDir, stateDictType, resume;
+  int64_t checkpointEvery = 0; // 0: at the end of the run only
+  int64_t steps = -1;
+  int64_t threads = 0; // 0: libtorch's default
+  int64_t nproc = 0;   // > 0: start this many local ranks
+  std::optional<uint64_t> seed; // the generator's seed on every rank
+  bool profile = false;
+  bool printPlan = false; // print the plan as read, then stop
+};
+
+} // namespace fsdp::runtime
+
+#endif // FSDP_RUNTIME_RUNOPTIONS_H

@@ -1,0 +1,117 @@
+//===- BatchData.cpp - the batches a run trains on -------------------------===//
+
+#include "fsdp/runtime/BatchData.h"
+
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
+namespace fsdp::runtime {
+
+c10::IValue readTorchSave(const std::string &path) {
+  caffe2::serialize::PyTorchStreamReader reader(path);
+  auto record = reader.getRecord("data.pkl");
+  std::string pickle(static_cast<const char *>(std::get<0>(record).get()),
+                     std::get<1>(record));
+  size_t pos = 0;
+  auto read = [&](char *buffer, size_t n) {
+    n = std::min(n, pickle.size() - pos);
+    std::memcpy(buffer, pickle.data() + pos, n);
+    pos += n;
+    return n;
+  };
+  auto readRecord = [&](const std::string &name) {
+    return std::get<0>(reader.getRecord("data/" + name));
+  };
+  torch::jit::Unpickler unpickler(read, nullptr, nullptr, readRecord,
+                                  c10::nullopt);
+  return unpickler.parse_ivalue();
+}
+
+std::map<std::string, at::Tensor> loadData(const Plan &plan,
+                                           const std::string &path,
+                                           int64_t &steps, int rank,
+                                           int world) {
+  std::ifstream probe(path, std::ios::binary);
+  if (!probe)
+    throw Error("cannot open data file '" + path + "'");
+  probe.close();
+  c10::IValue value;
+  try {
+    value = readTorchSave(path);
+  } catch (const c10::Error &e) {
+    throw Error("cannot read data file '" + path + "' (write it with "
+                "torch.save({name: tensor})): " + firstLine(e));
+  }
+  if (!value.isGenericDict())
+    throw Error("data file '" + path + "' must hold a dict name -> tensor");
+  auto dict = value.toGenericDict();
+  std::map<std::string, at::Tensor> data;
+  int64_t available = -1;
+  for (const InputEntry &input : plan.inputs) {
+    if (data.count(input.name))
+      continue;
+    auto it = dict.find(input.name);
+    if (it == dict.end() || !it->value().isTensor())
+      throw Error("data file '" + path + "' has no tensor '" + input.name +
+                  "', an input of the plan (" + input.type.str() + " per step)");
+    at::Tensor t = it->value().toTensor();
+    if (world > 1 && !input.type.shape.empty() && t.dim() >= 2) {
+      // This rank's slice of the global batch.
+      int64_t batch = t.size(1);
+      if (batch % world != 0)
+        throw Error("data '" + input.name + "' has a batch of " +
+                    std::to_string(batch) + " per step, which does not split "
+                    "into " + std::to_string(world) + " equal slices, one "
+                    "per rank");
+      t = t.narrow(1, rank * (batch / world), batch / world);
+    }
+    std::vector<int64_t> perStep(t.sizes().begin() + std::min<int64_t>(1, t.dim()),
+                                 t.sizes().end());
+    if (t.dim() != static_cast<int64_t>(input.type.shape.size()) + 1 ||
+        perStep != input.type.shape || t.scalar_type() != input.type.dtype)
+      throw Error("data '" + input.name + "' is " +
+                  TensorSpec{it->value().toTensor().sizes().vec(),
+                             t.scalar_type()}.str() +
+                  ", but the plan takes [steps]x" + input.type.str() +
+                  (world > 1 ? " per rank (the batch of " +
+                                   std::to_string(world) + " ranks together)"
+                             : std::string()));
+    if (available >= 0 && t.size(0) != available)
+      throw Error("data entries hold different numbers of steps (" +
+                  std::to_string(available) + " and " +
+                  std::to_string(t.size(0)) + " for '" + input.name + "')");
+    available = t.size(0);
+    data[input.name] = t.contiguous();
+  }
+  if (available == 0)
+    throw Error("data file '" + path + "' holds 0 steps (the first dimension "
+                "of each entry counts the steps)");
+  const int64_t micro = plan.microBatches;
+  if (micro > 1 && available >= 0) {
+    // Gradient accumulation: each step takes `micro` consecutive entries.
+    if (steps < 0 && available % micro != 0)
+      throw Error("data file '" + path + "' holds " +
+                  std::to_string(available) + " entries, which is not a "
+                  "whole number of steps of " + std::to_string(micro) +
+                  " micro-batches (the plan accumulates " +
+                  std::to_string(micro) + "; pass --steps to use fewer)");
+    if (steps >= 0 && steps * micro > available)
+      throw Error("--steps " + std::to_string(steps) + " takes " +
+                  std::to_string(steps * micro) + " entries (" +
+                  std::to_string(micro) + " micro-batches per step), but "
+                  "the data file holds " + std::to_string(available));
+    available /= micro;
+  }
+  if (steps < 0)
+    steps = available < 0 ? 1 : available;
+  else if (available >= 0 && steps > available)
+    throw Error("--steps " + std::to_string(steps) + " but the data file holds " +
+                std::to_string(available) + " steps");
+  return data;
+}
+
+} // namespace fsdp::runtime

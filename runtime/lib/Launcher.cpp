@@ -1,0 +1,271 @@
+//===- Launcher.cpp - fsdp-run --nproc: local ranks ------------------------===//
+
+#include "fsdp/runtime/Launcher.h"
+#include "fsdp/runtime/Communicator.h"
+#include "fsdp/runtime/Plan.h"
+#include "fsdp/runtime/Trainer.h"
+
+#include <arpa/inet.h>
+#include <csignal>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace fsdp::runtime {
+
+namespace {
+
+/// A free TCP port on loopback for the local ranks' rendezvous.
+int freePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr *>(&addr), len) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) != 0)
+    throw Error(std::string("cannot find a free port: ") + std::strerror(errno));
+  int port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+/// The local ranks, for the signal handler (async-signal-safe reads).
+constexpr int kMaxLocalRanks = 4096;
+pid_t localRankPids[kMaxLocalRanks];
+volatile sig_atomic_t numLocalRanks = 0;
+volatile sig_atomic_t stopSignal = 0;
+
+/// SIGINT, SIGTERM, SIGHUP to the launcher: passed on to every rank; the
+/// launcher then waits for them and ends by the same signal.
+void forwardSignal(int sig) {
+  int saved = errno;
+  stopSignal = sig;
+  // A reaped rank's entry is 0: never kill(0) (the process group) or a pid
+  // the kernel may have given to another process.
+  for (sig_atomic_t i = 0; i < numLocalRanks; ++i)
+    if (localRankPids[i] > 0)
+      ::kill(localRankPids[i], sig);
+  errno = saved;
+}
+
+const char *signalName(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
+}
+
+/// This executable's own path, so that ranks keep its name in `ps`.
+std::string selfPath() {
+  std::vector<char> buffer(4096);
+  ssize_t n = ::readlink("/proc/self/exe", buffer.data(), buffer.size() - 1);
+  if (n <= 0)
+    return "/proc/self/exe";
+  return std::string(buffer.data(), static_cast<size_t>(n));
+}
+
+} // namespace
+
+int launchLocalRanks(const RunOptions &o, int argc, char **argv) {
+  if (std::getenv("RANK") || std::getenv("SLURM_PROCID"))
+    throw Error("--nproc starts local ranks itself; it cannot run under a "
+                "launcher (RANK or SLURM_PROCID is set)");
+  int64_t nproc = o.nproc;
+  if (nproc > kMaxLocalRanks)
+    throw Error("--nproc " + std::to_string(nproc) + " is more than " +
+                std::to_string(kMaxLocalRanks) + " local ranks");
+  Plan plan = loadPlan(o.plan);
+  if (plan.worldSize != nproc)
+    throw Error(compiledFor(plan, o.plan) + " but --nproc starts " +
+                std::to_string(nproc) + ": use --nproc " +
+                std::to_string(plan.worldSize) +
+                " or compile it again with --world-size " +
+                std::to_string(nproc));
+  // Every call resolved and checked, once, before any rank starts.
+  buildExecutor(plan, o.plan, nullptr);
+  checkUpFront(o, /*writesOutputs=*/true);
+  std::vector<std::string> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::string(argv[i]) == "--nproc") {
+      ++i;
+      continue;
+    }
+    args.push_back(argv[i]);
+  }
+  std::string exe = selfPath();
+  std::string port = std::to_string(freePort());
+  pid_t launcher = ::getpid();
+  // Signals the launcher was started ignoring (nohup's SIGHUP) stay
+  // ignored, by it and by its ranks.
+  std::vector<int> forwarded;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    ::sigaction(sig, nullptr, &old);
+    if (old.sa_handler != SIG_IGN)
+      forwarded.push_back(sig);
+  }
+  struct sigaction action {};
+  action.sa_handler = forwardSignal;
+  ::sigemptyset(&action.sa_mask);
+  for (int sig : forwarded)
+    ::sigaction(sig, &action, nullptr);
+  // Signals wait while a rank is being started or reaped, so none is
+  // missed and none reaches a stale pid.
+  sigset_t stops, previous;
+  ::sigemptyset(&stops);
+  for (int sig : forwarded)
+    ::sigaddset(&stops, sig);
+  auto forget = [&](pid_t pid) {
+    ::sigprocmask(SIG_BLOCK, &stops, &previous);
+    for (sig_atomic_t i = 0; i < numLocalRanks; ++i)
+      if (localRankPids[i] == pid)
+        localRankPids[i] = 0;
+    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+  };
+  std::map<pid_t, int64_t> ranks;
+  auto killAll = [&](int sig) {
+    for (const auto &[pid, r] : ranks)
+      ::kill(pid, sig);
+  };
+  for (int64_t r = 0; r < nproc; ++r) {
+    ::sigprocmask(SIG_BLOCK, &stops, &previous);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      // Die with the launcher, however it ends.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != launcher)
+        std::_Exit(1);
+      struct sigaction plain {};
+      plain.sa_handler = SIG_DFL;
+      for (int sig : forwarded)
+        ::sigaction(sig, &plain, nullptr);
+      ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+      ::setenv("RANK", std::to_string(r).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      ::setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", port.c_str(), 1);
+      std::vector<char *> cargs;
+      for (std::string &a : args)
+        cargs.push_back(a.data());
+      cargs.push_back(nullptr);
+      ::execv(exe.c_str(), cargs.data());
+      printLineToStderr("fsdp-run: cannot start rank " + std::to_string(r) +
+                        ": " + std::strerror(errno));
+      std::_Exit(127);
+    }
+    int forkError = errno;
+    if (pid > 0) {
+      ranks[pid] = r;
+      localRankPids[numLocalRanks] = pid;
+      numLocalRanks = numLocalRanks + 1;
+    }
+    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+    if (pid < 0 || stopSignal) {
+      // The ranks already started end with it.
+      killAll(pid < 0 ? SIGKILL : static_cast<int>(stopSignal));
+      while (!ranks.empty()) {
+        pid_t done = ::waitpid(-1, nullptr, 0);
+        if (done < 0 && errno != EINTR)
+          break;
+        forget(done);
+        ranks.erase(done);
+      }
+      if (pid < 0)
+        throw Error("cannot start rank " + std::to_string(r) + " of " +
+                    std::to_string(nproc) + ": " + std::strerror(forkError));
+      break;
+    }
+  }
+  int status = 0;
+  int64_t failed = -1;
+  // The first rank to fail, and the first that failed by itself.
+  int64_t firstFailed = -1;
+  int firstStatus = 0;
+  bool escalated = false;
+  auto signalled = std::chrono::steady_clock::time_point::max();
+  std::optional<std::chrono::steady_clock::time_point> failedAt;
+  auto describe = [](int wstatus) {
+    return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+  };
+  while (!ranks.empty()) {
+    int wstatus = 0;
+    pid_t pid = ::waitpid(-1, &wstatus, WNOHANG);
+    auto now = std::chrono::steady_clock::now();
+    if (stopSignal && signalled == std::chrono::steady_clock::time_point::max())
+      signalled = now;
+    // A rank that ignores the signal, or outlives a failed rank by 5 s,
+    // is killed.
+    if (!escalated && ((failedAt && now - *failedAt > std::chrono::seconds(5)) ||
+                       now - signalled > std::chrono::seconds(5))) {
+      killAll(SIGKILL);
+      escalated = true;
+    }
+    if (pid <= 0) {
+      if (pid < 0 && errno != EINTR)
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    auto it = ranks.find(pid);
+    if (it == ranks.end())
+      continue;
+    int64_t rank = it->second;
+    ranks.erase(it);
+    forget(pid);
+    if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)
+      continue;
+    if (stopSignal)
+      continue; // the launcher's own signal ended it
+    // Killed by the launcher's own escalation: not a failure of its own.
+    if (escalated && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)
+      continue;
+    if (firstFailed < 0) {
+      firstFailed = rank;
+      firstStatus = describe(wstatus);
+      failedAt = now;
+    }
+    bool byOther = WIFEXITED(wstatus) &&
+                   WEXITSTATUS(wstatus) == kStoppedByOtherRank;
+    if (failed < 0 && !byOther) {
+      failed = rank;
+      status = describe(wstatus);
+      if (WIFSIGNALED(wstatus))
+        printLineToStderr("fsdp-run: rank " + std::to_string(rank) +
+                          " was killed by signal " +
+                          std::to_string(WTERMSIG(wstatus)));
+    }
+  }
+  if (stopSignal) {
+    printLineToStderr(std::string("fsdp-run: stopped by ") +
+                      signalName(stopSignal) + "; all " +
+                      std::to_string(nproc) + " ranks stopped");
+    // End by the same signal, so the caller sees which.
+    ::signal(stopSignal, SIG_DFL);
+    ::raise(stopSignal);
+    return 128 + stopSignal;
+  }
+  if (failed < 0 && firstFailed >= 0) {
+    failed = firstFailed;
+    status = firstStatus;
+  }
+  if (failed >= 0)
+    printLineToStderr("fsdp-run: rank " + std::to_string(failed) +
+                      " failed (status " + std::to_string(status) + "); all " +
+                      std::to_string(nproc) + " ranks stopped");
+  return failed >= 0 ? (status ? status : 1) : 0;
+}
+
+} // namespace fsdp::runtime

@@ -1,0 +1,359 @@
+//===- Trainer.cpp - one rank's training run -------------------------------===//
+
+#include "fsdp/runtime/Trainer.h"
+#include "fsdp/runtime/BatchData.h"
+#include "fsdp/runtime/Checkpoint.h"
+#include "fsdp/runtime/CountingAllocator.h"
+
+#include <ATen/Context.h>
+
+#include <libgen.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+
+namespace fsdp::runtime {
+
+namespace {
+
+/// Time per ATen op (and per kind of other instruction), summed over the
+/// run, most expensive first: where a step's time goes.
+void printProfile(const Plan &plan, const std::vector<double> &times,
+                  int64_t steps) {
+  std::map<std::string, std::pair<double, int64_t>> byOp;
+  double total = 0;
+  for (size_t i = 0; i < times.size(); ++i) {
+    const Instruction &inst = plan.instructions[i];
+    InstKind kind = inst.kind();
+    std::string name = kind == InstKind::Call ? std::get<inst::Call>(inst.op).op
+                       : kind == InstKind::Get ? "(get)"
+                       : kind == InstKind::Update ? "(update)"
+                       : kind == InstKind::Constant ? "(constant)"
+                       : kind == InstKind::Wait ? "(wait)"
+                       : kind == InstKind::View ? "(view)"
+                       : kind == InstKind::Free ? "(free)"
+                                                : "(collective start)";
+    auto &[ms, count] = byOp[name];
+    ms += times[i];
+    count += 1;
+    total += times[i];
+  }
+  std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(
+      byOp.begin(), byOp.end());
+  std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+    return a.second.first > b.second.first;
+  });
+  std::printf("\n%-48s %8s %10s %6s\n", "op", "calls", "ms/step", "%");
+  for (const auto &[name, entry] : rows)
+    std::printf("%-48s %8lld %10.3f %6.1f\n", name.c_str(),
+                static_cast<long long>(entry.second),
+                entry.first / static_cast<double>(steps),
+                total > 0 ? 100.0 * entry.first / total : 0.0);
+}
+
+/// An output file can be written: its directory exists and is writable,
+/// and it is not a directory. Checked before any work, so that a run never
+/// trains for nothing and fails at the end.
+void checkOutputPath(const char *flag, const std::string &path) {
+  if (path.empty())
+    return;
+  struct stat info;
+  if (::stat(path.c_str(), &info) == 0) {
+    if (S_ISDIR(info.st_mode))
+      throw Error(std::string(flag) + " '" + path + "' is a directory");
+    if (!S_ISREG(info.st_mode)) // a device or a pipe: written in place
+      return;
+  }
+  std::string copy = path;
+  std::string dir = ::dirname(copy.data());
+  if (::stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
+    throw Error(std::string(flag) + " '" + path + "': directory '" + dir +
+                "' does not exist");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw Error(std::string(flag) + " '" + path + "': cannot write in '" +
+                dir + "': " + std::strerror(errno));
+}
+
+} // namespace
+
+std::string compiledFor(const Plan &plan, const std::string &path) {
+  return "plan '" + path + "' was compiled for " +
+         std::to_string(plan.worldSize) + " rank" +
+         (plan.worldSize == 1 ? "" : "s");
+}
+
+Executor buildExecutor(const Plan &plan, const std::string &path,
+                       Communicator *comm) {
+  try {
+    return Executor(plan, comm);
+  } catch (const Error &e) {
+    throw Error("plan '" + path + "': " + e.what());
+  }
+}
+
+void checkUpFront(const RunOptions &o, bool writesOutputs) {
+  (void)collectiveTimeout();
+  if (!writesOutputs)
+    return;
+  checkOutputPath("--metrics", o.metrics);
+  checkOutputPath("--save", o.save);
+  checkOutputPath("--outputs", o.outputs);
+  checkOutputPath("--memory-timeline", o.memoryTimeline);
+  if (!o.resume.empty())
+    (void)findCheckpoint(o.resume);
+}
+
+void runRank(const RunOptions &o, const RankInfo &info,
+             std::unique_ptr<Communicator> &comm) {
+  Plan plan = loadPlan(o.plan);
+  if (plan.worldSize != info.worldSize)
+    throw Error(compiledFor(plan, o.plan) + " but runs on " +
+                std::to_string(info.worldSize) +
+                (plan.worldSize > 1 && !info.launched
+                     ? ": start it with --nproc " +
+                           std::to_string(plan.worldSize) +
+                           " or a launcher (torchrun, srun)"
+                     : ": compile it again with --world-size " +
+                           std::to_string(info.worldSize)));
+  comm = info.worldSize > 1
+             ? createGlooCommunicator(info, static_cast<int>(plan.shardGroupSize))
+             : createSingleRankCommunicator();
+  const bool lead = info.rank == 0;
+  int64_t modelBytesRead = 0;
+  State state = loadState(plan, o.model, comm->groupRank(CommGroup::Shard),
+                          &modelBytesRead);
+  // torch.manual_seed(N) on every rank, as accelerate's set_seed: dropout
+  // draws the same masks on every rank (a resumed run then takes the
+  // checkpoint's generator state).
+  if (o.seed)
+    at::manual_seed(*o.seed);
+  int64_t steps = o.steps;
+  std::map<std::string, at::Tensor> data =
+      loadData(plan, o.data, steps, info.rank, info.worldSize);
+  // Resuming: the state after the checkpoint's step, and the steps after it
+  // (--steps counts from the start of training: step k always takes entry k
+  // of the data).
+  int64_t firstStep = 0;
+  if (!o.resume.empty()) {
+    std::string checkpoint = findCheckpoint(o.resume);
+    firstStep = readCheckpoint(plan, state, *comm, checkpoint);
+    if (firstStep >= steps)
+      throw Error("checkpoint '" + checkpoint + "' is at step " +
+                  std::to_string(firstStep) + ", and the run has " +
+                  std::to_string(steps) +
+                  " steps: nothing is left to run (--steps counts every "
+                  "step of the training, those before the checkpoint too)");
+    if (lead)
+      std::printf("resumed from %s at step %lld\n", checkpoint.c_str(),
+                  static_cast<long long>(firstStep));
+  }
+  // --state-dict-type, else the plan's (an Accelerate file's
+  // fsdp_state_dict_type), else a full state dict.
+  StateDictType checkpointType = StateDictType::Full;
+  if (!o.stateDictType.empty())
+    checkpointType = *parseStateDictType(o.stateDictType);
+  else if (!plan.stateDictType.empty())
+    checkpointType = *parseStateDictType(plan.stateDictType);
+  Executor executor = buildExecutor(plan, o.plan, comm.get());
+  if (o.profile)
+    executor.enableProfiling();
+  std::ofstream metrics;
+  if (lead && !o.metrics.empty()) {
+    metrics.open(o.metrics);
+    if (!metrics)
+      throw Error("cannot write metrics file '" + o.metrics + "': " +
+                  std::strerror(errno));
+  }
+  // Each line reaches the file as it is written, or the run stops.
+  auto writeMetrics = [&](const nlohmann::json &line) {
+    errno = 0;
+    metrics << line.dump() << std::endl;
+    if (!metrics)
+      throw Error("cannot write metrics file '" + o.metrics + "'" +
+                  (errno ? std::string(": ") + std::strerror(errno) : ""));
+  };
+  std::vector<at::Tensor> outputs;
+  int64_t peak = 0, gradBytes = 0, allocatorPeak = 0, hostPeak = 0;
+  int64_t skippedSteps = 0; // rank 0's count: every rank skips together
+  AllocatorCounter &allocator = AllocatorCounter::install();
+  for (int64_t step = firstStep; step < steps; ++step) {
+    std::vector<at::Tensor> inputs;
+    // A copy, so the step holds (and counts) its own batch only; with
+    // gradient accumulation, micro-batch k of step s is entry s * K + k.
+    for (const InputEntry &input : plan.inputs)
+      inputs.push_back(
+          data.at(input.name)[step * plan.microBatches + input.microBatch]
+              .clone());
+    auto start = std::chrono::steady_clock::now();
+    bool hasLoss = false;
+    double loss = 0.0;
+    int64_t allocatedBefore = allocator.current(), stepAllocatorPeak = 0;
+    allocator.resetPeak();
+    try {
+      outputs = executor.run(inputs, state);
+      // What the allocator handed out during the step beyond what it had
+      // before, plus the state and batch the step began with.
+      stepAllocatorPeak =
+          allocator.peak() - allocatedBefore + executor.startBytes();
+      allocatorPeak = std::max(allocatorPeak, stepAllocatorPeak);
+      // A scalar first output is the loss: its mean over the ranks, which
+      // is the loss of the global batch.
+      hasLoss = !outputs.empty() && outputs[0].dim() == 0 &&
+                outputs[0].is_floating_point();
+      if (hasLoss)
+        loss = comm->allReduce(outputs[0].to(at::kDouble), CommGroup::World,
+                               /*mean=*/true)
+                   ->wait()
+                   .item<double>();
+    } catch (const std::exception &e) {
+      throw Error("step " + std::to_string(step + 1) + "/" +
+                  std::to_string(steps) + ": " + firstLine(e));
+    }
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+    peak = std::max(peak, executor.peakBytes());
+    hostPeak = std::max(hostPeak, executor.hostPeakBytes());
+    gradBytes = executor.gradientBytes();
+    // A gradient scaler's step skips the update itself where the loss (and
+    // so a gradient) is inf or NaN, and training goes on, as with PyTorch's.
+    if (hasLoss && !std::isfinite(loss) && !plan.gradScaler.is_object())
+      throw Error("step " + std::to_string(step + 1) + "/" +
+                  std::to_string(steps) + ": the loss is " +
+                  (std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf"));
+    // A checkpoint every --checkpoint-every steps and after the last: every
+    // rank takes part.
+    auto checkpoint = [&] {
+      if (o.checkpointDir.empty() ||
+          !(step + 1 == steps ||
+            (o.checkpointEvery > 0 && (step + 1) % o.checkpointEvery == 0)))
+        return;
+      std::string written;
+      try {
+        written = writeCheckpoint(plan, state, *comm, step + 1,
+                                  o.checkpointDir, checkpointType);
+      } catch (const std::exception &e) {
+        throw Error("step " + std::to_string(step + 1) + "/" +
+                    std::to_string(steps) + ": " + firstLine(e));
+      }
+      if (lead) {
+        std::printf("checkpoint %s (%s)\n", written.c_str(),
+                    stateDictTypeName(checkpointType));
+        std::fflush(stdout);
+      }
+    };
+    if (!lead) {
+      checkpoint();
+      continue;
+    }
+    std::printf("step %lld/%lld", static_cast<long long>(step + 1),
+                static_cast<long long>(steps));
+    if (hasLoss)
+      std::printf("  loss %.6f", loss);
+    // The plan's per-step metrics (the scheduled learning rate): rank 0's
+    // value, the same on every rank.
+    std::vector<std::pair<std::string, double>> stepMetrics;
+    for (const auto &[name, output] : plan.metrics) {
+      stepMetrics.emplace_back(name, outputs.at(output).item<double>());
+      if (name == fsdp::plan::kMetricSkipped && stepMetrics.back().second != 0.0)
+        ++skippedSteps;
+      std::printf("  %s %.6g", name.c_str(), stepMetrics.back().second);
+    }
+    std::printf("  %.1f ms  peak %.2f MB%s\n", ms, executor.peakBytes() / 1e6,
+                info.worldSize > 1 ? " (rank 0)" : "");
+    std::fflush(stdout);
+    if (metrics.is_open()) {
+      nlohmann::json line{{"step", step},
+                          {"step_ms", ms},
+                          {"comm_wait_ms", executor.commWaitMs()},
+                          {"peak_bytes", executor.peakBytes()},
+                          {"allocator_peak_bytes", stepAllocatorPeak}};
+      // CPU offload: host memory, counted apart.
+      if (executor.hostPeakBytes())
+        line["host_peak_bytes"] = executor.hostPeakBytes();
+      line["loss"] = hasLoss ? nlohmann::json(loss) : nlohmann::json(nullptr);
+      for (const auto &[name, value] : stepMetrics)
+        line[name] = value;
+      // One line per step, as it happens: others may follow the run.
+      writeMetrics(line);
+    }
+    checkpoint();
+  }
+  int64_t sharded = parameterAndOptimizerBytes(plan, state) + gradBytes;
+  // The summary's peak is the largest over the ranks (ranks differ where
+  // their shards' padding does); every rank takes part.
+  int64_t peakRank = 0;
+  if (info.worldSize > 1) {
+    at::Tensor peaks = at::zeros({3, info.worldSize}, at::kDouble);
+    peaks[0][info.rank] = static_cast<double>(peak);
+    peaks[1][info.rank] = static_cast<double>(allocatorPeak);
+    peaks[2][info.rank] = static_cast<double>(hostPeak);
+    at::Tensor all = comm->allReduce(peaks, CommGroup::World, /*mean=*/false)
+                         ->wait();
+    peakRank = all[0].argmax().item<int64_t>();
+    peak = static_cast<int64_t>(all[0][peakRank].item<double>());
+    allocatorPeak = static_cast<int64_t>(all[1].max().item<double>());
+    hostPeak = static_cast<int64_t>(all[2].max().item<double>());
+  }
+  if (lead && metrics.is_open()) {
+    nlohmann::json summary{{"summary", true},
+                           {"world_size", info.worldSize},
+                           {"sharded_state_bytes", sharded},
+                           {"model_bytes_read", modelBytesRead},
+                           {"peak_bytes", peak},
+                           {"peak_rank", peakRank},
+                           {"allocator_peak_bytes", allocatorPeak}};
+    if (hostPeak)
+      summary["host_peak_bytes"] = hostPeak;
+    // Dynamic loss scaling: the steps whose update was skipped.
+    if (std::any_of(plan.metrics.begin(), plan.metrics.end(),
+                    [](const auto &m) { return m.first == fsdp::plan::kMetricSkipped; }))
+      summary["skipped_steps"] = skippedSteps;
+    writeMetrics(summary);
+    metrics.close();
+    if (!metrics)
+      throw Error("cannot write metrics file '" + o.metrics + "'");
+  }
+  if (lead && info.worldSize > 1)
+    std::printf("rank 0 holds %.2f MB of parameters, gradients and optimizer "
+                "state (sharded over %lld ranks)\n",
+                sharded / 1e6, static_cast<long long>(info.worldSize));
+  if (o.profile && lead)
+    printProfile(plan, executor.instructionTimes(), steps);
+  if (lead && !o.memoryTimeline.empty()) {
+    // Rank 0's live bytes in the last step, instruction by instruction.
+    nlohmann::json timeline{{"rank", info.rank},
+                            {"peak_bytes", executor.peakBytes()},
+                            {"start_bytes", executor.startBytes()},
+                            {"timeline", executor.liveAfter()},
+                            {"instruction_peak", executor.liveDuring()}};
+    std::string text = timeline.dump() + "\n";
+    writeFileAtomically(o.memoryTimeline,
+                        std::vector<char>(text.begin(), text.end()));
+  }
+  if (!o.save.empty()) {
+    // Every rank takes part in gathering the flat parameters; rank 0 writes.
+    State gathered = gatherFlatParams(plan, state, *comm);
+    if (lead)
+      saveState(plan, state, gathered, o.save);
+  }
+  if (lead && !o.outputs.empty()) {
+    c10::List<at::Tensor> list;
+    for (const at::Tensor &t : outputs)
+      list.push_back(t);
+    writeFileAtomically(o.outputs, saveForTorchLoad(list));
+  }
+  if (lead && (std::fflush(stdout) != 0 || std::ferror(stdout)))
+    throw Error(std::string("cannot write the progress to standard output: ") +
+                std::strerror(errno));
+}
+
+} // namespace fsdp::runtime
