@@ -75,9 +75,9 @@ std::string selfPath() {
   return std::string(buffer.data(), static_cast<size_t>(n));
 }
 
-} // namespace
-
-int launchLocalRanks(const RunOptions &o, int argc, char **argv) {
+/// Before any rank starts: not under a launcher, the plan compiled for
+/// --nproc ranks with every call resolved, and the outputs writable.
+void checkLaunch(const RunOptions &o) {
   if (std::getenv("RANK") || std::getenv("SLURM_PROCID"))
     throw Error("--nproc starts local ranks itself; it cannot run under a "
                 "launcher (RANK or SLURM_PROCID is set)");
@@ -95,6 +95,10 @@ int launchLocalRanks(const RunOptions &o, int argc, char **argv) {
   // Every call resolved and checked, once, before any rank starts.
   buildExecutor(plan, o.plan, nullptr);
   checkUpFront(o, /*writesOutputs=*/true);
+}
+
+/// The ranks' command line: this one without `--nproc N`.
+std::vector<std::string> rankArguments(int argc, char **argv) {
   std::vector<std::string> args;
   for (int i = 0; i < argc; ++i) {
     if (std::string(argv[i]) == "--nproc") {
@@ -103,12 +107,62 @@ int launchLocalRanks(const RunOptions &o, int argc, char **argv) {
     }
     args.push_back(argv[i]);
   }
-  std::string exe = selfPath();
-  std::string port = std::to_string(freePort());
-  pid_t launcher = ::getpid();
+  return args;
+}
+
+/// A rank's exit status as a shell reports it: 128 + N for signal N.
+int exitStatus(int wstatus) {
+  return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+}
+
+/// The local ranks: started with the launcher's signals forwarded to them,
+/// then waited for.
+class LocalRanks {
+public:
+  /// Forwards SIGINT, SIGTERM and SIGHUP (those not ignored) to the ranks
+  /// from now on.
+  explicit LocalRanks(int64_t nproc);
+
+  /// Starts `exe` with `args` as each rank, meeting at loopback:`port`;
+  /// stops at a signal (the ranks started end with it).
+  void start(const std::string &exe, std::vector<std::string> &args,
+             const std::string &port);
+
+  /// Waits for every rank; the launcher's exit status. A rank that fails
+  /// ends the others; one that outlives a failure or a signal by 5 s is
+  /// killed.
+  int wait();
+
+private:
+  [[noreturn]] void execRank(int64_t r, const std::string &exe,
+                             std::vector<std::string> &args,
+                             const std::string &port);
+  void stopStarted(int sig);
+  void forget(pid_t pid);
+  void killAll(int sig);
+  void reaped(pid_t pid, int wstatus,
+              std::chrono::steady_clock::time_point now);
+  int outcome();
+
+  const int64_t nproc;
+  const pid_t launcher;
+  std::vector<int> forwarded; // the signals passed on to the ranks
+  // Signals wait while a rank is being started or reaped, so none is
+  // missed and none reaches a stale pid.
+  sigset_t stops, previous;
+  std::map<pid_t, int64_t> ranks; // running: pid -> rank
+  int status = 0;
+  int64_t failed = -1;
+  // The first rank to fail, and the first that failed by itself.
+  int64_t firstFailed = -1;
+  int firstStatus = 0;
+  bool escalated = false;
+  std::optional<std::chrono::steady_clock::time_point> failedAt;
+};
+
+LocalRanks::LocalRanks(int64_t nproc) : nproc(nproc), launcher(::getpid()) {
   // Signals the launcher was started ignoring (nohup's SIGHUP) stay
   // ignored, by it and by its ranks.
-  std::vector<int> forwarded;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
     struct sigaction old {};
     ::sigaction(sig, nullptr, &old);
@@ -120,52 +174,19 @@ int launchLocalRanks(const RunOptions &o, int argc, char **argv) {
   ::sigemptyset(&action.sa_mask);
   for (int sig : forwarded)
     ::sigaction(sig, &action, nullptr);
-  // Signals wait while a rank is being started or reaped, so none is
-  // missed and none reaches a stale pid.
-  sigset_t stops, previous;
   ::sigemptyset(&stops);
+  ::sigemptyset(&previous);
   for (int sig : forwarded)
     ::sigaddset(&stops, sig);
-  auto forget = [&](pid_t pid) {
-    ::sigprocmask(SIG_BLOCK, &stops, &previous);
-    for (sig_atomic_t i = 0; i < numLocalRanks; ++i)
-      if (localRankPids[i] == pid)
-        localRankPids[i] = 0;
-    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
-  };
-  std::map<pid_t, int64_t> ranks;
-  auto killAll = [&](int sig) {
-    for (const auto &[pid, r] : ranks)
-      ::kill(pid, sig);
-  };
+}
+
+void LocalRanks::start(const std::string &exe, std::vector<std::string> &args,
+                       const std::string &port) {
   for (int64_t r = 0; r < nproc; ++r) {
     ::sigprocmask(SIG_BLOCK, &stops, &previous);
     pid_t pid = ::fork();
-    if (pid == 0) {
-      // Die with the launcher, however it ends.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != launcher)
-        std::_Exit(1);
-      struct sigaction plain {};
-      plain.sa_handler = SIG_DFL;
-      for (int sig : forwarded)
-        ::sigaction(sig, &plain, nullptr);
-      ::sigprocmask(SIG_SETMASK, &previous, nullptr);
-      ::setenv("RANK", std::to_string(r).c_str(), 1);
-      ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      ::setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-      ::setenv("MASTER_PORT", port.c_str(), 1);
-      std::vector<char *> cargs;
-      for (std::string &a : args)
-        cargs.push_back(a.data());
-      cargs.push_back(nullptr);
-      ::execv(exe.c_str(), cargs.data());
-      printLineToStderr("fsdp-run: cannot start rank " + std::to_string(r) +
-                        ": " + std::strerror(errno));
-      std::_Exit(127);
-    }
+    if (pid == 0)
+      execRank(r, exe, args, port);
     int forkError = errno;
     if (pid > 0) {
       ranks[pid] = r;
@@ -175,31 +196,72 @@ int launchLocalRanks(const RunOptions &o, int argc, char **argv) {
     ::sigprocmask(SIG_SETMASK, &previous, nullptr);
     if (pid < 0 || stopSignal) {
       // The ranks already started end with it.
-      killAll(pid < 0 ? SIGKILL : static_cast<int>(stopSignal));
-      while (!ranks.empty()) {
-        pid_t done = ::waitpid(-1, nullptr, 0);
-        if (done < 0 && errno != EINTR)
-          break;
-        forget(done);
-        ranks.erase(done);
-      }
+      stopStarted(pid < 0 ? SIGKILL : static_cast<int>(stopSignal));
       if (pid < 0)
         throw Error("cannot start rank " + std::to_string(r) + " of " +
                     std::to_string(nproc) + ": " + std::strerror(forkError));
       break;
     }
   }
-  int status = 0;
-  int64_t failed = -1;
-  // The first rank to fail, and the first that failed by itself.
-  int64_t firstFailed = -1;
-  int firstStatus = 0;
-  bool escalated = false;
+}
+
+/// In the child: becomes rank `r`.
+void LocalRanks::execRank(int64_t r, const std::string &exe,
+                          std::vector<std::string> &args,
+                          const std::string &port) {
+  // Die with the launcher, however it ends.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != launcher)
+    std::_Exit(1);
+  struct sigaction plain {};
+  plain.sa_handler = SIG_DFL;
+  for (int sig : forwarded)
+    ::sigaction(sig, &plain, nullptr);
+  ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+  ::setenv("RANK", std::to_string(r).c_str(), 1);
+  ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+  ::setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+  ::setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  ::setenv("MASTER_PORT", port.c_str(), 1);
+  std::vector<char *> cargs;
+  for (std::string &a : args)
+    cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  ::execv(exe.c_str(), cargs.data());
+  printLineToStderr("fsdp-run: cannot start rank " + std::to_string(r) +
+                    ": " + std::strerror(errno));
+  std::_Exit(127);
+}
+
+/// Sends `sig` to the ranks started so far and reaps them.
+void LocalRanks::stopStarted(int sig) {
+  killAll(sig);
+  while (!ranks.empty()) {
+    pid_t done = ::waitpid(-1, nullptr, 0);
+    if (done < 0 && errno != EINTR)
+      break;
+    forget(done);
+    ranks.erase(done);
+  }
+}
+
+/// A reaped rank: the signal handler no longer signals its pid.
+void LocalRanks::forget(pid_t pid) {
+  ::sigprocmask(SIG_BLOCK, &stops, &previous);
+  for (sig_atomic_t i = 0; i < numLocalRanks; ++i)
+    if (localRankPids[i] == pid)
+      localRankPids[i] = 0;
+  ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+}
+
+void LocalRanks::killAll(int sig) {
+  for (const auto &[pid, r] : ranks)
+    ::kill(pid, sig);
+}
+
+int LocalRanks::wait() {
   auto signalled = std::chrono::steady_clock::time_point::max();
-  std::optional<std::chrono::steady_clock::time_point> failedAt;
-  auto describe = [](int wstatus) {
-    return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
-  };
   while (!ranks.empty()) {
     int wstatus = 0;
     pid_t pid = ::waitpid(-1, &wstatus, WNOHANG);
@@ -219,35 +281,47 @@ int launchLocalRanks(const RunOptions &o, int argc, char **argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       continue;
     }
-    auto it = ranks.find(pid);
-    if (it == ranks.end())
-      continue;
-    int64_t rank = it->second;
-    ranks.erase(it);
-    forget(pid);
-    if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)
-      continue;
-    if (stopSignal)
-      continue; // the launcher's own signal ended it
-    // Killed by the launcher's own escalation: not a failure of its own.
-    if (escalated && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)
-      continue;
-    if (firstFailed < 0) {
-      firstFailed = rank;
-      firstStatus = describe(wstatus);
-      failedAt = now;
-    }
-    bool byOther = WIFEXITED(wstatus) &&
-                   WEXITSTATUS(wstatus) == kStoppedByOtherRank;
-    if (failed < 0 && !byOther) {
-      failed = rank;
-      status = describe(wstatus);
-      if (WIFSIGNALED(wstatus))
-        printLineToStderr("fsdp-run: rank " + std::to_string(rank) +
-                          " was killed by signal " +
-                          std::to_string(WTERMSIG(wstatus)));
-    }
+    reaped(pid, wstatus, now);
   }
+  return outcome();
+}
+
+/// Rank `pid` ended with `wstatus`: a failure of its own, or one caused by
+/// another rank or by the launcher.
+void LocalRanks::reaped(pid_t pid, int wstatus,
+                        std::chrono::steady_clock::time_point now) {
+  auto it = ranks.find(pid);
+  if (it == ranks.end())
+    return;
+  int64_t rank = it->second;
+  ranks.erase(it);
+  forget(pid);
+  if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)
+    return;
+  if (stopSignal)
+    return; // the launcher's own signal ended it
+  // Killed by the launcher's own escalation: not a failure of its own.
+  if (escalated && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)
+    return;
+  if (firstFailed < 0) {
+    firstFailed = rank;
+    firstStatus = exitStatus(wstatus);
+    failedAt = now;
+  }
+  bool byOther = WIFEXITED(wstatus) &&
+                 WEXITSTATUS(wstatus) == kStoppedByOtherRank;
+  if (failed < 0 && !byOther) {
+    failed = rank;
+    status = exitStatus(wstatus);
+    if (WIFSIGNALED(wstatus))
+      printLineToStderr("fsdp-run: rank " + std::to_string(rank) +
+                        " was killed by signal " +
+                        std::to_string(WTERMSIG(wstatus)));
+  }
+}
+
+/// Once every rank has ended: the launcher's status, and what it says.
+int LocalRanks::outcome() {
   if (stopSignal) {
     printLineToStderr(std::string("fsdp-run: stopped by ") +
                       signalName(stopSignal) + "; all " +
@@ -266,6 +340,18 @@ int launchLocalRanks(const RunOptions &o, int argc, char **argv) {
                       " failed (status " + std::to_string(status) + "); all " +
                       std::to_string(nproc) + " ranks stopped");
   return failed >= 0 ? (status ? status : 1) : 0;
+}
+
+} // namespace
+
+int launchLocalRanks(const RunOptions &o, int argc, char **argv) {
+  checkLaunch(o);
+  std::vector<std::string> args = rankArguments(argc, argv);
+  std::string exe = selfPath();
+  std::string port = std::to_string(freePort());
+  LocalRanks ranks(o.nproc);
+  ranks.start(exe, args, port);
+  return ranks.wait();
 }
 
 } // namespace fsdp::runtime

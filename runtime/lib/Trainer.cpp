@@ -82,6 +82,329 @@ void checkOutputPath(const char *flag, const std::string &path) {
                 dir + "': " + std::strerror(errno));
 }
 
+/// The plan, which must have been compiled for the world this rank is in.
+Plan loadPlanFor(const RunOptions &o, const RankInfo &info) {
+  Plan plan = loadPlan(o.plan);
+  if (plan.worldSize != info.worldSize)
+    throw Error(compiledFor(plan, o.plan) + " but runs on " +
+                std::to_string(info.worldSize) +
+                (plan.worldSize > 1 && !info.launched
+                     ? ": start it with --nproc " +
+                           std::to_string(plan.worldSize) +
+                           " or a launcher (torchrun, srun)"
+                     : ": compile it again with --world-size " +
+                           std::to_string(info.worldSize)));
+  return plan;
+}
+
+/// Resuming: `state` after the checkpoint's step; returns that step, the
+/// first the run takes (--steps counts from the start of training: step k
+/// always takes entry k of the data).
+int64_t resume(const RunOptions &o, const Plan &plan, State &state,
+               Communicator &comm, int64_t steps, bool lead) {
+  std::string checkpoint = findCheckpoint(o.resume);
+  int64_t firstStep = readCheckpoint(plan, state, comm, checkpoint);
+  if (firstStep >= steps)
+    throw Error("checkpoint '" + checkpoint + "' is at step " +
+                std::to_string(firstStep) + ", and the run has " +
+                std::to_string(steps) +
+                " steps: nothing is left to run (--steps counts every "
+                "step of the training, those before the checkpoint too)");
+  if (lead)
+    std::printf("resumed from %s at step %lld\n", checkpoint.c_str(),
+                static_cast<long long>(firstStep));
+  return firstStep;
+}
+
+/// The checkpoints' kind: --state-dict-type, else the plan's (an
+/// Accelerate file's fsdp_state_dict_type), else a full state dict.
+StateDictType checkpointTypeFor(const RunOptions &o, const Plan &plan) {
+  if (!o.stateDictType.empty())
+    return *parseStateDictType(o.stateDictType);
+  if (!plan.stateDictType.empty())
+    return *parseStateDictType(plan.stateDictType);
+  return StateDictType::Full;
+}
+
+/// "step N/M: ": how an error in step `step` (0-based) of `steps` begins.
+std::string stepPrefix(int64_t step, int64_t steps) {
+  return "step " + std::to_string(step + 1) + "/" + std::to_string(steps) +
+         ": ";
+}
+
+/// What one step measured.
+struct StepResult {
+  bool hasLoss = false;
+  double loss = 0.0;
+  double ms = 0.0;
+  int64_t allocatorPeak = 0; // the allocator's peak in the step
+};
+
+/// The steps of one rank's run and what they share: the metrics file
+/// (rank 0's), the last step's outputs, and the peaks over the run.
+class Training {
+public:
+  /// Opens the metrics file (rank 0) and starts counting allocations.
+  Training(const RunOptions &o, const RankInfo &info, const Plan &plan,
+           State &state, Communicator &comm, Executor &executor,
+           StateDictType checkpointType, int64_t steps);
+
+  /// Step `step` (0-based): runs it, reports it (rank 0), and writes a
+  /// checkpoint where one is due.
+  void step(int64_t step, const std::map<std::string, at::Tensor> &data);
+
+  /// After the last step: the summary (peaks over the ranks) and the
+  /// outputs (--save, --outputs, --memory-timeline, --profile).
+  void finish(int64_t modelBytesRead);
+
+private:
+  StepResult run(int64_t step, const std::map<std::string, at::Tensor> &data);
+  void report(int64_t step, const StepResult &result);
+  void checkpoint(int64_t step);
+  void writeMetrics(const nlohmann::json &line);
+  int64_t gatherPeaks();
+  void writeSummary(int64_t sharded, int64_t modelBytesRead, int64_t peakRank);
+  void writeOutputs();
+
+  const RunOptions &o;
+  const RankInfo &info;
+  const Plan &plan;
+  State &state;
+  Communicator &comm;
+  Executor &executor;
+  const StateDictType checkpointType;
+  const int64_t steps;
+  const bool lead; // rank 0: reports and writes
+  std::ofstream metrics;
+  AllocatorCounter *allocator = nullptr;
+  std::vector<at::Tensor> outputs;
+  int64_t peak = 0, gradBytes = 0, allocatorPeak = 0, hostPeak = 0;
+  int64_t skippedSteps = 0; // rank 0's count: every rank skips together
+};
+
+Training::Training(const RunOptions &o, const RankInfo &info, const Plan &plan,
+                   State &state, Communicator &comm, Executor &executor,
+                   StateDictType checkpointType, int64_t steps)
+    : o(o), info(info), plan(plan), state(state), comm(comm),
+      executor(executor), checkpointType(checkpointType), steps(steps),
+      lead(info.rank == 0) {
+  if (lead && !o.metrics.empty()) {
+    metrics.open(o.metrics);
+    if (!metrics)
+      throw Error("cannot write metrics file '" + o.metrics + "': " +
+                  std::strerror(errno));
+  }
+  allocator = &AllocatorCounter::install();
+}
+
+void Training::step(int64_t step,
+                    const std::map<std::string, at::Tensor> &data) {
+  StepResult result = run(step, data);
+  if (lead)
+    report(step, result);
+  checkpoint(step);
+}
+
+StepResult Training::run(int64_t step,
+                         const std::map<std::string, at::Tensor> &data) {
+  std::vector<at::Tensor> inputs;
+  // A copy, so the step holds (and counts) its own batch only; with
+  // gradient accumulation, micro-batch k of step s is entry s * K + k.
+  for (const InputEntry &input : plan.inputs)
+    inputs.push_back(
+        data.at(input.name)[step * plan.microBatches + input.microBatch]
+            .clone());
+  auto start = std::chrono::steady_clock::now();
+  StepResult result;
+  int64_t allocatedBefore = allocator->current();
+  allocator->resetPeak();
+  try {
+    outputs = executor.run(inputs, state);
+    // What the allocator handed out during the step beyond what it had
+    // before, plus the state and batch the step began with.
+    result.allocatorPeak =
+        allocator->peak() - allocatedBefore + executor.startBytes();
+    allocatorPeak = std::max(allocatorPeak, result.allocatorPeak);
+    // A scalar first output is the loss: its mean over the ranks, which
+    // is the loss of the global batch.
+    result.hasLoss = !outputs.empty() && outputs[0].dim() == 0 &&
+                     outputs[0].is_floating_point();
+    if (result.hasLoss)
+      result.loss = comm.allReduce(outputs[0].to(at::kDouble),
+                                   CommGroup::World, /*mean=*/true)
+                        ->wait()
+                        .item<double>();
+  } catch (const std::exception &e) {
+    throw Error(stepPrefix(step, steps) + firstLine(e));
+  }
+  result.ms = std::chrono::duration<double, std::milli>(
+                  std::chrono::steady_clock::now() - start)
+                  .count();
+  peak = std::max(peak, executor.peakBytes());
+  hostPeak = std::max(hostPeak, executor.hostPeakBytes());
+  gradBytes = executor.gradientBytes();
+  // A gradient scaler's step skips the update itself where the loss (and
+  // so a gradient) is inf or NaN, and training goes on, as with PyTorch's.
+  double loss = result.loss;
+  if (result.hasLoss && !std::isfinite(loss) && !plan.gradScaler.is_object())
+    throw Error(stepPrefix(step, steps) + "the loss is " +
+                (std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf"));
+  return result;
+}
+
+/// Rank 0: the step's line of progress, and of the metrics file.
+void Training::report(int64_t step, const StepResult &result) {
+  std::printf("step %lld/%lld", static_cast<long long>(step + 1),
+              static_cast<long long>(steps));
+  if (result.hasLoss)
+    std::printf("  loss %.6f", result.loss);
+  // The plan's per-step metrics (the scheduled learning rate): rank 0's
+  // value, the same on every rank.
+  std::vector<std::pair<std::string, double>> stepMetrics;
+  for (const auto &[name, output] : plan.metrics) {
+    stepMetrics.emplace_back(name, outputs.at(output).item<double>());
+    if (name == fsdp::plan::kMetricSkipped && stepMetrics.back().second != 0.0)
+      ++skippedSteps;
+    std::printf("  %s %.6g", name.c_str(), stepMetrics.back().second);
+  }
+  std::printf("  %.1f ms  peak %.2f MB%s\n", result.ms,
+              executor.peakBytes() / 1e6,
+              info.worldSize > 1 ? " (rank 0)" : "");
+  std::fflush(stdout);
+  if (!metrics.is_open())
+    return;
+  nlohmann::json line{{"step", step},
+                      {"step_ms", result.ms},
+                      {"comm_wait_ms", executor.commWaitMs()},
+                      {"peak_bytes", executor.peakBytes()},
+                      {"allocator_peak_bytes", result.allocatorPeak}};
+  // CPU offload: host memory, counted apart.
+  if (executor.hostPeakBytes())
+    line["host_peak_bytes"] = executor.hostPeakBytes();
+  line["loss"] =
+      result.hasLoss ? nlohmann::json(result.loss) : nlohmann::json(nullptr);
+  for (const auto &[name, value] : stepMetrics)
+    line[name] = value;
+  // One line per step, as it happens: others may follow the run.
+  writeMetrics(line);
+}
+
+/// A checkpoint every --checkpoint-every steps and after the last: every
+/// rank takes part.
+void Training::checkpoint(int64_t step) {
+  if (o.checkpointDir.empty() ||
+      !(step + 1 == steps ||
+        (o.checkpointEvery > 0 && (step + 1) % o.checkpointEvery == 0)))
+    return;
+  std::string written;
+  try {
+    written = writeCheckpoint(plan, state, comm, step + 1, o.checkpointDir,
+                              checkpointType);
+  } catch (const std::exception &e) {
+    throw Error(stepPrefix(step, steps) + firstLine(e));
+  }
+  if (lead) {
+    std::printf("checkpoint %s (%s)\n", written.c_str(),
+                stateDictTypeName(checkpointType));
+    std::fflush(stdout);
+  }
+}
+
+/// Each line reaches the file as it is written, or the run stops.
+void Training::writeMetrics(const nlohmann::json &line) {
+  errno = 0;
+  metrics << line.dump() << std::endl;
+  if (!metrics)
+    throw Error("cannot write metrics file '" + o.metrics + "'" +
+                (errno ? std::string(": ") + std::strerror(errno) : ""));
+}
+
+/// The summary's peak is the largest over the ranks (ranks differ where
+/// their shards' padding does); every rank takes part. Returns the rank
+/// with the largest peak.
+int64_t Training::gatherPeaks() {
+  if (info.worldSize <= 1)
+    return 0;
+  at::Tensor peaks = at::zeros({3, info.worldSize}, at::kDouble);
+  peaks[0][info.rank] = static_cast<double>(peak);
+  peaks[1][info.rank] = static_cast<double>(allocatorPeak);
+  peaks[2][info.rank] = static_cast<double>(hostPeak);
+  at::Tensor all =
+      comm.allReduce(peaks, CommGroup::World, /*mean=*/false)->wait();
+  int64_t peakRank = all[0].argmax().item<int64_t>();
+  peak = static_cast<int64_t>(all[0][peakRank].item<double>());
+  allocatorPeak = static_cast<int64_t>(all[1].max().item<double>());
+  hostPeak = static_cast<int64_t>(all[2].max().item<double>());
+  return peakRank;
+}
+
+/// Rank 0: the metrics file's last line, and the file closed.
+void Training::writeSummary(int64_t sharded, int64_t modelBytesRead,
+                            int64_t peakRank) {
+  nlohmann::json summary{{"summary", true},
+                         {"world_size", info.worldSize},
+                         {"sharded_state_bytes", sharded},
+                         {"model_bytes_read", modelBytesRead},
+                         {"peak_bytes", peak},
+                         {"peak_rank", peakRank},
+                         {"allocator_peak_bytes", allocatorPeak}};
+  if (hostPeak)
+    summary["host_peak_bytes"] = hostPeak;
+  // Dynamic loss scaling: the steps whose update was skipped.
+  if (std::any_of(plan.metrics.begin(), plan.metrics.end(), [](const auto &m) {
+        return m.first == fsdp::plan::kMetricSkipped;
+      }))
+    summary["skipped_steps"] = skippedSteps;
+  writeMetrics(summary);
+  metrics.close();
+  if (!metrics)
+    throw Error("cannot write metrics file '" + o.metrics + "'");
+}
+
+void Training::finish(int64_t modelBytesRead) {
+  int64_t sharded = parameterAndOptimizerBytes(plan, state) + gradBytes;
+  int64_t peakRank = gatherPeaks();
+  if (lead && metrics.is_open())
+    writeSummary(sharded, modelBytesRead, peakRank);
+  if (lead && info.worldSize > 1)
+    std::printf("rank 0 holds %.2f MB of parameters, gradients and optimizer "
+                "state (sharded over %lld ranks)\n",
+                sharded / 1e6, static_cast<long long>(info.worldSize));
+  if (o.profile && lead)
+    printProfile(plan, executor.instructionTimes(), steps);
+  writeOutputs();
+  if (lead && (std::fflush(stdout) != 0 || std::ferror(stdout)))
+    throw Error(std::string("cannot write the progress to standard output: ") +
+                std::strerror(errno));
+}
+
+/// --memory-timeline and --outputs (rank 0), --save (every rank gathers).
+void Training::writeOutputs() {
+  if (lead && !o.memoryTimeline.empty()) {
+    // Rank 0's live bytes in the last step, instruction by instruction.
+    nlohmann::json timeline{{"rank", info.rank},
+                            {"peak_bytes", executor.peakBytes()},
+                            {"start_bytes", executor.startBytes()},
+                            {"timeline", executor.liveAfter()},
+                            {"instruction_peak", executor.liveDuring()}};
+    std::string text = timeline.dump() + "\n";
+    writeFileAtomically(o.memoryTimeline,
+                        std::vector<char>(text.begin(), text.end()));
+  }
+  if (!o.save.empty()) {
+    // Every rank takes part in gathering the flat parameters; rank 0 writes.
+    State gathered = gatherFlatParams(plan, state, comm);
+    if (lead)
+      saveState(plan, state, gathered, o.save);
+  }
+  if (lead && !o.outputs.empty()) {
+    c10::List<at::Tensor> list;
+    for (const at::Tensor &t : outputs)
+      list.push_back(t);
+    writeFileAtomically(o.outputs, saveForTorchLoad(list));
+  }
+}
+
 } // namespace
 
 std::string compiledFor(const Plan &plan, const std::string &path) {
@@ -113,20 +436,10 @@ void checkUpFront(const RunOptions &o, bool writesOutputs) {
 
 void runRank(const RunOptions &o, const RankInfo &info,
              std::unique_ptr<Communicator> &comm) {
-  Plan plan = loadPlan(o.plan);
-  if (plan.worldSize != info.worldSize)
-    throw Error(compiledFor(plan, o.plan) + " but runs on " +
-                std::to_string(info.worldSize) +
-                (plan.worldSize > 1 && !info.launched
-                     ? ": start it with --nproc " +
-                           std::to_string(plan.worldSize) +
-                           " or a launcher (torchrun, srun)"
-                     : ": compile it again with --world-size " +
-                           std::to_string(info.worldSize)));
+  Plan plan = loadPlanFor(o, info);
   comm = info.worldSize > 1
              ? createGlooCommunicator(info, static_cast<int>(plan.shardGroupSize))
              : createSingleRankCommunicator();
-  const bool lead = info.rank == 0;
   int64_t modelBytesRead = 0;
   State state = loadState(plan, o.model, comm->groupRank(CommGroup::Shard),
                           &modelBytesRead);
@@ -138,222 +451,19 @@ void runRank(const RunOptions &o, const RankInfo &info,
   int64_t steps = o.steps;
   std::map<std::string, at::Tensor> data =
       loadData(plan, o.data, steps, info.rank, info.worldSize);
-  // Resuming: the state after the checkpoint's step, and the steps after it
-  // (--steps counts from the start of training: step k always takes entry k
-  // of the data).
-  int64_t firstStep = 0;
-  if (!o.resume.empty()) {
-    std::string checkpoint = findCheckpoint(o.resume);
-    firstStep = readCheckpoint(plan, state, *comm, checkpoint);
-    if (firstStep >= steps)
-      throw Error("checkpoint '" + checkpoint + "' is at step " +
-                  std::to_string(firstStep) + ", and the run has " +
-                  std::to_string(steps) +
-                  " steps: nothing is left to run (--steps counts every "
-                  "step of the training, those before the checkpoint too)");
-    if (lead)
-      std::printf("resumed from %s at step %lld\n", checkpoint.c_str(),
-                  static_cast<long long>(firstStep));
-  }
-  // --state-dict-type, else the plan's (an Accelerate file's
-  // fsdp_state_dict_type), else a full state dict.
-  StateDictType checkpointType = StateDictType::Full;
-  if (!o.stateDictType.empty())
-    checkpointType = *parseStateDictType(o.stateDictType);
-  else if (!plan.stateDictType.empty())
-    checkpointType = *parseStateDictType(plan.stateDictType);
+  int64_t firstStep =
+      o.resume.empty()
+          ? 0
+          : resume(o, plan, state, *comm, steps, /*lead=*/info.rank == 0);
+  StateDictType checkpointType = checkpointTypeFor(o, plan);
   Executor executor = buildExecutor(plan, o.plan, comm.get());
   if (o.profile)
     executor.enableProfiling();
-  std::ofstream metrics;
-  if (lead && !o.metrics.empty()) {
-    metrics.open(o.metrics);
-    if (!metrics)
-      throw Error("cannot write metrics file '" + o.metrics + "': " +
-                  std::strerror(errno));
-  }
-  // Each line reaches the file as it is written, or the run stops.
-  auto writeMetrics = [&](const nlohmann::json &line) {
-    errno = 0;
-    metrics << line.dump() << std::endl;
-    if (!metrics)
-      throw Error("cannot write metrics file '" + o.metrics + "'" +
-                  (errno ? std::string(": ") + std::strerror(errno) : ""));
-  };
-  std::vector<at::Tensor> outputs;
-  int64_t peak = 0, gradBytes = 0, allocatorPeak = 0, hostPeak = 0;
-  int64_t skippedSteps = 0; // rank 0's count: every rank skips together
-  AllocatorCounter &allocator = AllocatorCounter::install();
-  for (int64_t step = firstStep; step < steps; ++step) {
-    std::vector<at::Tensor> inputs;
-    // A copy, so the step holds (and counts) its own batch only; with
-    // gradient accumulation, micro-batch k of step s is entry s * K + k.
-    for (const InputEntry &input : plan.inputs)
-      inputs.push_back(
-          data.at(input.name)[step * plan.microBatches + input.microBatch]
-              .clone());
-    auto start = std::chrono::steady_clock::now();
-    bool hasLoss = false;
-    double loss = 0.0;
-    int64_t allocatedBefore = allocator.current(), stepAllocatorPeak = 0;
-    allocator.resetPeak();
-    try {
-      outputs = executor.run(inputs, state);
-      // What the allocator handed out during the step beyond what it had
-      // before, plus the state and batch the step began with.
-      stepAllocatorPeak =
-          allocator.peak() - allocatedBefore + executor.startBytes();
-      allocatorPeak = std::max(allocatorPeak, stepAllocatorPeak);
-      // A scalar first output is the loss: its mean over the ranks, which
-      // is the loss of the global batch.
-      hasLoss = !outputs.empty() && outputs[0].dim() == 0 &&
-                outputs[0].is_floating_point();
-      if (hasLoss)
-        loss = comm->allReduce(outputs[0].to(at::kDouble), CommGroup::World,
-                               /*mean=*/true)
-                   ->wait()
-                   .item<double>();
-    } catch (const std::exception &e) {
-      throw Error("step " + std::to_string(step + 1) + "/" +
-                  std::to_string(steps) + ": " + firstLine(e));
-    }
-    double ms = std::chrono::duration<double, std::milli>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
-    peak = std::max(peak, executor.peakBytes());
-    hostPeak = std::max(hostPeak, executor.hostPeakBytes());
-    gradBytes = executor.gradientBytes();
-    // A gradient scaler's step skips the update itself where the loss (and
-    // so a gradient) is inf or NaN, and training goes on, as with PyTorch's.
-    if (hasLoss && !std::isfinite(loss) && !plan.gradScaler.is_object())
-      throw Error("step " + std::to_string(step + 1) + "/" +
-                  std::to_string(steps) + ": the loss is " +
-                  (std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf"));
-    // A checkpoint every --checkpoint-every steps and after the last: every
-    // rank takes part.
-    auto checkpoint = [&] {
-      if (o.checkpointDir.empty() ||
-          !(step + 1 == steps ||
-            (o.checkpointEvery > 0 && (step + 1) % o.checkpointEvery == 0)))
-        return;
-      std::string written;
-      try {
-        written = writeCheckpoint(plan, state, *comm, step + 1,
-                                  o.checkpointDir, checkpointType);
-      } catch (const std::exception &e) {
-        throw Error("step " + std::to_string(step + 1) + "/" +
-                    std::to_string(steps) + ": " + firstLine(e));
-      }
-      if (lead) {
-        std::printf("checkpoint %s (%s)\n", written.c_str(),
-                    stateDictTypeName(checkpointType));
-        std::fflush(stdout);
-      }
-    };
-    if (!lead) {
-      checkpoint();
-      continue;
-    }
-    std::printf("step %lld/%lld", static_cast<long long>(step + 1),
-                static_cast<long long>(steps));
-    if (hasLoss)
-      std::printf("  loss %.6f", loss);
-    // The plan's per-step metrics (the scheduled learning rate): rank 0's
-    // value, the same on every rank.
-    std::vector<std::pair<std::string, double>> stepMetrics;
-    for (const auto &[name, output] : plan.metrics) {
-      stepMetrics.emplace_back(name, outputs.at(output).item<double>());
-      if (name == fsdp::plan::kMetricSkipped && stepMetrics.back().second != 0.0)
-        ++skippedSteps;
-      std::printf("  %s %.6g", name.c_str(), stepMetrics.back().second);
-    }
-    std::printf("  %.1f ms  peak %.2f MB%s\n", ms, executor.peakBytes() / 1e6,
-                info.worldSize > 1 ? " (rank 0)" : "");
-    std::fflush(stdout);
-    if (metrics.is_open()) {
-      nlohmann::json line{{"step", step},
-                          {"step_ms", ms},
-                          {"comm_wait_ms", executor.commWaitMs()},
-                          {"peak_bytes", executor.peakBytes()},
-                          {"allocator_peak_bytes", stepAllocatorPeak}};
-      // CPU offload: host memory, counted apart.
-      if (executor.hostPeakBytes())
-        line["host_peak_bytes"] = executor.hostPeakBytes();
-      line["loss"] = hasLoss ? nlohmann::json(loss) : nlohmann::json(nullptr);
-      for (const auto &[name, value] : stepMetrics)
-        line[name] = value;
-      // One line per step, as it happens: others may follow the run.
-      writeMetrics(line);
-    }
-    checkpoint();
-  }
-  int64_t sharded = parameterAndOptimizerBytes(plan, state) + gradBytes;
-  // The summary's peak is the largest over the ranks (ranks differ where
-  // their shards' padding does); every rank takes part.
-  int64_t peakRank = 0;
-  if (info.worldSize > 1) {
-    at::Tensor peaks = at::zeros({3, info.worldSize}, at::kDouble);
-    peaks[0][info.rank] = static_cast<double>(peak);
-    peaks[1][info.rank] = static_cast<double>(allocatorPeak);
-    peaks[2][info.rank] = static_cast<double>(hostPeak);
-    at::Tensor all = comm->allReduce(peaks, CommGroup::World, /*mean=*/false)
-                         ->wait();
-    peakRank = all[0].argmax().item<int64_t>();
-    peak = static_cast<int64_t>(all[0][peakRank].item<double>());
-    allocatorPeak = static_cast<int64_t>(all[1].max().item<double>());
-    hostPeak = static_cast<int64_t>(all[2].max().item<double>());
-  }
-  if (lead && metrics.is_open()) {
-    nlohmann::json summary{{"summary", true},
-                           {"world_size", info.worldSize},
-                           {"sharded_state_bytes", sharded},
-                           {"model_bytes_read", modelBytesRead},
-                           {"peak_bytes", peak},
-                           {"peak_rank", peakRank},
-                           {"allocator_peak_bytes", allocatorPeak}};
-    if (hostPeak)
-      summary["host_peak_bytes"] = hostPeak;
-    // Dynamic loss scaling: the steps whose update was skipped.
-    if (std::any_of(plan.metrics.begin(), plan.metrics.end(),
-                    [](const auto &m) { return m.first == fsdp::plan::kMetricSkipped; }))
-      summary["skipped_steps"] = skippedSteps;
-    writeMetrics(summary);
-    metrics.close();
-    if (!metrics)
-      throw Error("cannot write metrics file '" + o.metrics + "'");
-  }
-  if (lead && info.worldSize > 1)
-    std::printf("rank 0 holds %.2f MB of parameters, gradients and optimizer "
-                "state (sharded over %lld ranks)\n",
-                sharded / 1e6, static_cast<long long>(info.worldSize));
-  if (o.profile && lead)
-    printProfile(plan, executor.instructionTimes(), steps);
-  if (lead && !o.memoryTimeline.empty()) {
-    // Rank 0's live bytes in the last step, instruction by instruction.
-    nlohmann::json timeline{{"rank", info.rank},
-                            {"peak_bytes", executor.peakBytes()},
-                            {"start_bytes", executor.startBytes()},
-                            {"timeline", executor.liveAfter()},
-                            {"instruction_peak", executor.liveDuring()}};
-    std::string text = timeline.dump() + "\n";
-    writeFileAtomically(o.memoryTimeline,
-                        std::vector<char>(text.begin(), text.end()));
-  }
-  if (!o.save.empty()) {
-    // Every rank takes part in gathering the flat parameters; rank 0 writes.
-    State gathered = gatherFlatParams(plan, state, *comm);
-    if (lead)
-      saveState(plan, state, gathered, o.save);
-  }
-  if (lead && !o.outputs.empty()) {
-    c10::List<at::Tensor> list;
-    for (const at::Tensor &t : outputs)
-      list.push_back(t);
-    writeFileAtomically(o.outputs, saveForTorchLoad(list));
-  }
-  if (lead && (std::fflush(stdout) != 0 || std::ferror(stdout)))
-    throw Error(std::string("cannot write the progress to standard output: ") +
-                std::strerror(errno));
+  Training training(o, info, plan, state, *comm, executor, checkpointType,
+                    steps);
+  for (int64_t step = firstStep; step < steps; ++step)
+    training.step(step, data);
+  training.finish(modelBytesRead);
 }
 
 } // namespace fsdp::runtime
