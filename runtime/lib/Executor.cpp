@@ -424,6 +424,91 @@ static std::optional<int64_t> collectiveFuture(const Instruction &inst) {
   return std::nullopt;
 }
 
+/// A constant's tensor, from the bytes the plan spells in hex.
+static at::Tensor constantTensor(size_t i, const inst::Constant &constant) {
+  const std::string &hex = constant.hex;
+  std::string bytes;
+  for (size_t k = 0; k + 1 < hex.size(); k += 2)
+    bytes.push_back(static_cast<char>(std::stoi(hex.substr(k, 2), nullptr, 16)));
+  at::Tensor t = at::empty(constant.type.shape,
+                           at::TensorOptions().dtype(constant.type.dtype));
+  if (static_cast<size_t>(t.nbytes()) != bytes.size())
+    throw Error("plan constant #" + std::to_string(i) + " holds " +
+                std::to_string(bytes.size()) + " bytes, expected " +
+                std::to_string(t.nbytes()));
+  std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  return t;
+}
+
+/// An operator call, resolved and checked against its schema.
+Executor::Call Executor::prepareCall(size_t i, const Instruction &inst) {
+  const inst::Call *planned = inst.call();
+  const auto *backward = inst.as<inst::AutogradBackward>();
+  std::string where = "instruction #" + std::to_string(i) + " (" +
+                      (backward ? "autograd backward of " : "") +
+                      planned->op + ")";
+  auto dot = planned->op.find('.');
+  std::string name = planned->op.substr(0, dot);
+  std::string overload =
+      dot == std::string::npos ? "" : planned->op.substr(dot + 1);
+  auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
+  if (!handle)
+    throw Error(where + ": this libtorch has no operator " + planned->op);
+  Call call;
+  call.op = *handle;
+  const c10::FunctionSchema &schema = handle->schema();
+  checkCallIsContained(schema, *planned, where);
+  if (schema.arguments().size() != planned->args.size())
+    throw Error(where + ": the plan passes " +
+                std::to_string(planned->args.size()) +
+                " arguments, this libtorch's schema takes " +
+                std::to_string(schema.arguments().size()));
+  for (size_t a = 0; a < planned->args.size(); ++a) {
+    const json &arg = planned->args[a];
+    std::vector<int64_t> argSlots;
+    int kind = 0;
+    c10::IValue constant;
+    if (arg.contains("t")) {
+      kind = 1;
+      argSlots.push_back(arg["t"].get<int64_t>());
+    } else if (arg.contains("tl")) {
+      kind = 2;
+      argSlots = arg["tl"].get<std::vector<int64_t>>();
+    } else if (arg.contains("otl")) {
+      kind = 3;
+      for (const json &e : arg["otl"])
+        argSlots.push_back(e.is_null() ? -1 : e.get<int64_t>());
+    } else {
+      constant = scalarArg(arg, schema.arguments()[a].type(), where);
+    }
+    for (size_t k = 0; k < argSlots.size(); ++k)
+      if (argSlots[k] >= 0)
+        call.operands.emplace_back(a, k);
+    call.argKind.push_back(kind);
+    call.argSlots.push_back(std::move(argSlots));
+    call.constants.push_back(std::move(constant));
+  }
+  for (int64_t r : planned->requiresGrad)
+    if (r < 0 || r >= static_cast<int64_t>(call.operands.size()))
+      throw Error(where + ": marks operand #" + std::to_string(r) +
+                  " as requiring grad, but the call has " +
+                  std::to_string(call.operands.size()) + " tensor operands");
+  for (int64_t w : backward ? backward->wrt : std::vector<int64_t>())
+    if (w < 0 || w >= static_cast<int64_t>(call.operands.size()))
+      throw Error(where + ": differentiates operand #" + std::to_string(w) +
+                  ", but the call has " +
+                  std::to_string(call.operands.size()) + " tensor operands");
+  for (int64_t a : planned->mutates) {
+    int64_t slot = call.argSlots[a][0];
+    int uses = 0;
+    for (const std::vector<int64_t> &argSlots : call.argSlots)
+      uses += std::count(argSlots.begin(), argSlots.end(), slot);
+    call.donate.push_back(uses == 1 && std::count(inst.free.begin(),
+                                                  inst.free.end(), slot));
+  }
+  return call;
+}
+
 Executor::Executor(const Plan &plan, Communicator *comm)
     : plan(plan), comm(comm) {
   if (!this->comm) {
@@ -450,88 +535,10 @@ Executor::Executor(const Plan &plan, Communicator *comm)
   constants.resize(plan.instructions.size());
   for (size_t i = 0; i < plan.instructions.size(); ++i) {
     const Instruction &inst = plan.instructions[i];
-    if (const auto *constant = inst.as<inst::Constant>()) {
-      const std::string &hex = constant->hex;
-      std::string bytes;
-      for (size_t k = 0; k + 1 < hex.size(); k += 2)
-        bytes.push_back(static_cast<char>(std::stoi(hex.substr(k, 2), nullptr, 16)));
-      at::Tensor t = at::empty(constant->type.shape,
-                               at::TensorOptions().dtype(constant->type.dtype));
-      if (static_cast<size_t>(t.nbytes()) != bytes.size())
-        throw Error("plan constant #" + std::to_string(i) + " holds " +
-                    std::to_string(bytes.size()) + " bytes, expected " +
-                    std::to_string(t.nbytes()));
-      std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
-      constants[i] = t;
-      continue;
-    }
-    const inst::Call *planned = inst.call();
-    if (!planned)
-      continue;
-    const auto *backward = inst.as<inst::AutogradBackward>();
-    std::string where = "instruction #" + std::to_string(i) + " (" +
-                        (backward ? "autograd backward of " : "") +
-                        planned->op + ")";
-    auto dot = planned->op.find('.');
-    std::string name = planned->op.substr(0, dot);
-    std::string overload =
-        dot == std::string::npos ? "" : planned->op.substr(dot + 1);
-    auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
-    if (!handle)
-      throw Error(where + ": this libtorch has no operator " + planned->op);
-    Call call;
-    call.op = *handle;
-    const c10::FunctionSchema &schema = handle->schema();
-    checkCallIsContained(schema, *planned, where);
-    if (schema.arguments().size() != planned->args.size())
-      throw Error(where + ": the plan passes " +
-                  std::to_string(planned->args.size()) +
-                  " arguments, this libtorch's schema takes " +
-                  std::to_string(schema.arguments().size()));
-    for (size_t a = 0; a < planned->args.size(); ++a) {
-      const json &arg = planned->args[a];
-      std::vector<int64_t> argSlots;
-      int kind = 0;
-      c10::IValue constant;
-      if (arg.contains("t")) {
-        kind = 1;
-        argSlots.push_back(arg["t"].get<int64_t>());
-      } else if (arg.contains("tl")) {
-        kind = 2;
-        argSlots = arg["tl"].get<std::vector<int64_t>>();
-      } else if (arg.contains("otl")) {
-        kind = 3;
-        for (const json &e : arg["otl"])
-          argSlots.push_back(e.is_null() ? -1 : e.get<int64_t>());
-      } else {
-        constant = scalarArg(arg, schema.arguments()[a].type(), where);
-      }
-      for (size_t k = 0; k < argSlots.size(); ++k)
-        if (argSlots[k] >= 0)
-          call.operands.emplace_back(a, k);
-      call.argKind.push_back(kind);
-      call.argSlots.push_back(std::move(argSlots));
-      call.constants.push_back(std::move(constant));
-    }
-    for (int64_t r : planned->requiresGrad)
-      if (r < 0 || r >= static_cast<int64_t>(call.operands.size()))
-        throw Error(where + ": marks operand #" + std::to_string(r) +
-                    " as requiring grad, but the call has " +
-                    std::to_string(call.operands.size()) + " tensor operands");
-    for (int64_t w : backward ? backward->wrt : std::vector<int64_t>())
-      if (w < 0 || w >= static_cast<int64_t>(call.operands.size()))
-        throw Error(where + ": differentiates operand #" + std::to_string(w) +
-                    ", but the call has " +
-                    std::to_string(call.operands.size()) + " tensor operands");
-    for (int64_t a : planned->mutates) {
-      int64_t slot = call.argSlots[a][0];
-      int uses = 0;
-      for (const std::vector<int64_t> &argSlots : call.argSlots)
-        uses += std::count(argSlots.begin(), argSlots.end(), slot);
-      call.donate.push_back(uses == 1 && std::count(inst.free.begin(),
-                                                    inst.free.end(), slot));
-    }
-    calls[i] = std::move(call);
+    if (const auto *constant = inst.as<inst::Constant>())
+      constants[i] = constantTensor(i, *constant);
+    else if (inst.call())
+      calls[i] = prepareCall(i, inst);
   }
 }
 
@@ -595,78 +602,6 @@ Executor::callResults(size_t i, const inst::Call &inst,
                 std::to_string(inst.numSchemaResults));
   return results;
 }
-
-/// The gradients of a call by libtorch's autograd: the call again, on
-/// leaves that require gradients, with the generator's state it ran with
-/// (then the current one back), and one backward through it. Each gradient
-/// is bound contiguous, in a storage of its own, as the memory model has it.
-void Executor::autogradBackward(size_t i, const inst::AutogradBackward &inst,
-                                torch::jit::Stack &stack) {
-  const Call &call = calls[i];
-  auto where = [&] {
-    return "instruction #" + std::to_string(i) + " (autograd backward of " +
-           inst.op + (inst.loc.empty() ? "" : " in " + inst.loc) + ")";
-  };
-  std::map<size_t, at::Tensor> replace;
-  std::vector<at::Tensor> leaves;
-  for (int64_t w : inst.wrt) {
-    const auto &[a, k] = call.operands[w];
-    at::Tensor leaf = slots[call.argSlots[a][k]].detach().requires_grad_(true);
-    replace[w] = leaf;
-    leaves.push_back(leaf);
-  }
-  buildStack(call, stack, replace);
-  // Written arguments are written into copies (of the leaves: the gradient
-  // flows through the copy).
-  for (int64_t a : inst.mutates)
-    stack[a] = stack[a].toTensor().clone();
-
-  at::Tensor current = generatorState();
-  auto restore = [&] { setGeneratorState(current); };
-  std::vector<at::Tensor> grads;
-  try {
-    if (inst.rng >= 0)
-      setGeneratorState(slots[inst.rng]);
-    at::AutoGradMode enable(true);
-    call.op->callBoxed(stack);
-    restore();
-    std::vector<at::Tensor> results = callResults(i, inst, stack);
-    std::vector<at::Tensor> outputs, gradOutputs;
-    for (const auto &[r, slot] : inst.resultGrads)
-      if (results[r].requires_grad()) {
-        outputs.push_back(results[r]);
-        gradOutputs.push_back(slots[slot]);
-      }
-    if (!outputs.empty())
-      grads = torch::autograd::grad(outputs, leaves, gradOutputs,
-                                    /*retain_graph=*/false,
-                                    /*create_graph=*/false,
-                                    /*allow_unused=*/true);
-  } catch (const Error &) {
-    restore();
-    throw;
-  } catch (const c10::Error &e) {
-    restore();
-    throw Error(where() + ": " + firstLine(e));
-  } catch (const std::exception &e) {
-    restore();
-    throw Error(where() + ": " + e.what());
-  }
-  stack.clear(); // the recomputation's graph and results
-  grads.resize(leaves.size());
-  for (size_t k = 0; k < leaves.size(); ++k) {
-    at::Tensor g = grads[k];
-    if (!g.defined())
-      g = at::zeros_like(leaves[k], at::MemoryFormat::Contiguous);
-    else if (!g.is_contiguous() || g.storage_offset() != 0 ||
-             static_cast<int64_t>(g.storage().nbytes()) !=
-                 static_cast<int64_t>(g.nbytes()) ||
-             storages.count(g.storage().unsafeGetStorageImpl()))
-      g = g.clone(at::MemoryFormat::Contiguous);
-    set(inst.results[k], g.detach());
-  }
-}
-
 
 void Executor::count(const at::Tensor &t, bool host) {
   if (!t.defined())
@@ -753,138 +688,8 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
                            : std::chrono::steady_clock::time_point();
     instructionPeak = live;
     resultsOnHost = inst.host;
-    if (const auto *get = inst.as<inst::Get>()) {
-      // A read shares the state's storage: its bytes count once, and the
-      // state keeps them counted after the read's slot is released. Mixed
-      // precision reads a rounded copy.
-      if (get->castDtype)
-        set(get->result, state.at(get->state).to(*get->castDtype));
-      else
-        set(get->result, state.at(get->state));
-    } else if (const auto *update = inst.as<inst::Update>()) {
-      // The state holds the new value (counted while the state holds it)
-      // instead of the old one; mixed precision widens it to the state's
-      // type.
-      at::Tensor &entry = state[update->state];
-      at::Tensor next = slots[update->value];
-      if (update->castDtype)
-        next = next.to(entry.scalar_type());
-      count(next, hostState.count(update->state) > 0);
-      uncount(entry);
-      entry = next;
-    } else if (const auto *constant = inst.as<inst::Constant>()) {
-      set(constant->result, constants[i]);
-    } else if (const auto *toDevice = inst.as<inst::ToDevice>()) {
-      // CPU offload: a copy into the other memory, a separate allocation
-      // (on the CPU both are host memory; the plan says which it stands
-      // for, and the bytes are counted there).
-      set(toDevice->result, slots[toDevice->input].clone());
-    } else if (const auto *toHost = inst.as<inst::ToHost>()) {
-      set(toHost->result, slots[toHost->input].clone());
-    } else if (const auto *gather = inst.as<inst::AllGather>()) {
-      futures[gather->result] =
-          comm->allGather(slots[gather->input], gather->group);
-    } else if (const auto *scatter = inst.as<inst::ReduceScatter>()) {
-      futures[scatter->result] =
-          scatter->acrossWorld
-              ? comm->reduceScatterOverWorld(slots[scatter->input],
-                                             scatter->mean)
-              : comm->reduceScatter(slots[scatter->input], scatter->group,
-                                    scatter->mean);
-    } else if (const auto *reduce = inst.as<inst::AllReduce>()) {
-      futures[reduce->result] =
-          comm->allReduce(slots[reduce->input], reduce->group, reduce->mean);
-    } else if (const auto *wait = inst.as<inst::Wait>()) {
-      std::unique_ptr<Pending> pending = std::move(futures[wait->future]);
-      if (!pending)
-        throw Error("instruction #" + std::to_string(i) +
-                    " waits for a collective that was not started");
-      at::Tensor t;
-      auto blocked = std::chrono::steady_clock::now();
-      try {
-        t = pending->wait();
-        waitMs += std::chrono::duration<double, std::milli>(
-                      std::chrono::steady_clock::now() - blocked)
-                      .count();
-      } catch (const std::exception &e) {
-        throw Error("instruction #" + std::to_string(i) +
-                    " (wait for a collective): " + firstLine(e));
-      }
-      if (t.sizes() != c10::IntArrayRef(wait->type.shape))
-        throw Error("instruction #" + std::to_string(i) +
-                    " (wait): the collective returned " +
-                    TensorSpec{t.sizes().vec(), t.scalar_type()}.str() +
-                    ", the plan expects " + wait->type.str());
-      // A reduced gradient, what the optimizer reads: as the plan says.
-      if (wait->gradient)
-        gradBytes += t.nbytes();
-      set(wait->result, std::move(t));
-    } else if (inst.is<inst::Free>()) {
-      // The buffer's slot is released below: this is its last use.
-    } else if (const auto *view = inst.as<inst::View>()) {
-      set(view->result, slots[view->buffer]
-                            .narrow(0, view->offset, view->type.numel())
-                            .view(view->type.shape));
-    } else if (const auto *local = inst.as<inst::LocalShard>()) {
-      int64_t shard = local->type.numel();
-      set(local->result, slots[local->buffer].narrow(
-                             0, comm->groupRank(local->group) * shard, shard));
-    } else if (const auto *rng = inst.as<inst::RngState>()) {
-      set(rng->result, generatorState());
-    } else if (const auto *restore = inst.as<inst::SetRngState>()) {
-      try {
-        setGeneratorState(slots[restore->state]);
-      } catch (const c10::Error &e) {
-        throw Error("instruction #" + std::to_string(i) +
-                    " (set_rng_state): " + firstLine(e));
-      }
-    } else if (const auto *backward = inst.as<inst::AutogradBackward>()) {
-      autogradBackward(i, *backward, stack);
-    } else {
-      const inst::Call &planned = std::get<inst::Call>(inst.op);
-      const Call &call = calls[i];
-      // The operands eager training has requiring grad, as leaves that do
-      // (aliases, no copy); nothing is recorded.
-      std::map<size_t, at::Tensor> requiringGrad;
-      for (int64_t r : planned.requiresGrad) {
-        auto [a, k] = call.operands[r];
-        requiringGrad[r] =
-            slots[call.argSlots[a][k]].detach().requires_grad_(true);
-      }
-      std::optional<at::NoGradGuard> noGrad;
-      if (!requiringGrad.empty())
-        noGrad.emplace();
-      buildStack(call, stack, requiringGrad);
-      // Written arguments are written into copies: the plan is functional.
-      // A value that dies here, held by its slot and the call alone (no view
-      // or state shares its storage), is written in place instead.
-      std::vector<at::Tensor> written;
-      for (size_t k = 0; k < planned.mutates.size(); ++k) {
-        int64_t a = planned.mutates[k];
-        const at::Tensor &arg = stack[a].toTensor();
-        if (call.donate[k] && arg.use_count() == 2 &&
-            arg.storage().use_count() == 1) {
-          written.push_back(arg);
-          continue;
-        }
-        at::Tensor copy = arg.clone();
-        stack[a] = copy;
-        written.push_back(copy);
-      }
-      try {
-        call.op->callBoxed(stack);
-      } catch (const c10::Error &e) {
-        throw Error("instruction #" + std::to_string(i) + " (" + planned.op +
-                    (planned.loc.empty() ? "" : " in " + planned.loc) + "): " +
-                    firstLine(e));
-      }
-      size_t next = 0;
-      for (at::Tensor &t : callResults(i, planned, stack))
-        set(planned.results[next++],
-            requiringGrad.empty() ? std::move(t) : t.detach());
-      for (const at::Tensor &t : written)
-        set(planned.results[next++], t);
-    }
+    std::visit([&](const auto &op) { execute({i, state, stack}, op); },
+               inst.op);
     // What a collective holds in flight counts until its wait frees the
     // future's slot.
     if (std::optional<int64_t> future = collectiveFuture(inst))
@@ -907,4 +712,243 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
   return outputs;
 }
 
+
+//===----------------------------------------------------------------------===//
+// Instructions: one handler per kind, in Plan.h's order
+//===----------------------------------------------------------------------===//
+
+void Executor::execute(const InstContext &c, const inst::Get &get) {
+  // A read shares the state's storage: its bytes count once, and the
+  // state keeps them counted after the read's slot is released. Mixed
+  // precision reads a rounded copy.
+  if (get.castDtype)
+    set(get.result, c.state.at(get.state).to(*get.castDtype));
+  else
+    set(get.result, c.state.at(get.state));
+}
+
+void Executor::execute(const InstContext &c, const inst::Update &update) {
+  // The state holds the new value (counted while the state holds it)
+  // instead of the old one; mixed precision widens it to the state's
+  // type.
+  at::Tensor &entry = c.state[update.state];
+  at::Tensor next = slots[update.value];
+  if (update.castDtype)
+    next = next.to(entry.scalar_type());
+  count(next, hostState.count(update.state) > 0);
+  uncount(entry);
+  entry = next;
+}
+
+void Executor::execute(const InstContext &c, const inst::Constant &constant) {
+  set(constant.result, constants[c.i]);
+}
+
+void Executor::execute(const InstContext &c, const inst::Call &planned) {
+  size_t i = c.i;
+  torch::jit::Stack &stack = c.stack;
+  const Call &call = calls[i];
+  // The operands eager training has requiring grad, as leaves that do
+  // (aliases, no copy); nothing is recorded.
+  std::map<size_t, at::Tensor> requiringGrad;
+  for (int64_t r : planned.requiresGrad) {
+    auto [a, k] = call.operands[r];
+    requiringGrad[r] = slots[call.argSlots[a][k]].detach().requires_grad_(true);
+  }
+  std::optional<at::NoGradGuard> noGrad;
+  if (!requiringGrad.empty())
+    noGrad.emplace();
+  buildStack(call, stack, requiringGrad);
+  // Written arguments are written into copies: the plan is functional.
+  // A value that dies here, held by its slot and the call alone (no view
+  // or state shares its storage), is written in place instead.
+  std::vector<at::Tensor> written;
+  for (size_t k = 0; k < planned.mutates.size(); ++k) {
+    int64_t a = planned.mutates[k];
+    const at::Tensor &arg = stack[a].toTensor();
+    if (call.donate[k] && arg.use_count() == 2 &&
+        arg.storage().use_count() == 1) {
+      written.push_back(arg);
+      continue;
+    }
+    at::Tensor copy = arg.clone();
+    stack[a] = copy;
+    written.push_back(copy);
+  }
+  try {
+    call.op->callBoxed(stack);
+  } catch (const c10::Error &e) {
+    throw Error("instruction #" + std::to_string(i) + " (" + planned.op +
+                (planned.loc.empty() ? "" : " in " + planned.loc) + "): " +
+                firstLine(e));
+  }
+  size_t next = 0;
+  for (at::Tensor &t : callResults(i, planned, stack))
+    set(planned.results[next++],
+        requiringGrad.empty() ? std::move(t) : t.detach());
+  for (const at::Tensor &t : written)
+    set(planned.results[next++], t);
+}
+
+/// autograd_backward: the gradients of a call by libtorch's autograd: the
+/// call again, on
+/// leaves that require gradients, with the generator's state it ran with
+/// (then the current one back), and one backward through it. Each gradient
+/// is bound contiguous, in a storage of its own, as the memory model has it.
+void Executor::execute(const InstContext &c,
+                       const inst::AutogradBackward &inst) {
+  size_t i = c.i;
+  torch::jit::Stack &stack = c.stack;
+  const Call &call = calls[i];
+  auto where = [&] {
+    return "instruction #" + std::to_string(i) + " (autograd backward of " +
+           inst.op + (inst.loc.empty() ? "" : " in " + inst.loc) + ")";
+  };
+  std::map<size_t, at::Tensor> replace;
+  std::vector<at::Tensor> leaves;
+  for (int64_t w : inst.wrt) {
+    const auto &[a, k] = call.operands[w];
+    at::Tensor leaf = slots[call.argSlots[a][k]].detach().requires_grad_(true);
+    replace[w] = leaf;
+    leaves.push_back(leaf);
+  }
+  buildStack(call, stack, replace);
+  // Written arguments are written into copies (of the leaves: the gradient
+  // flows through the copy).
+  for (int64_t a : inst.mutates)
+    stack[a] = stack[a].toTensor().clone();
+
+  at::Tensor current = generatorState();
+  auto restore = [&] { setGeneratorState(current); };
+  std::vector<at::Tensor> grads;
+  try {
+    if (inst.rng >= 0)
+      setGeneratorState(slots[inst.rng]);
+    at::AutoGradMode enable(true);
+    call.op->callBoxed(stack);
+    restore();
+    std::vector<at::Tensor> results = callResults(i, inst, stack);
+    std::vector<at::Tensor> outputs, gradOutputs;
+    for (const auto &[r, slot] : inst.resultGrads)
+      if (results[r].requires_grad()) {
+        outputs.push_back(results[r]);
+        gradOutputs.push_back(slots[slot]);
+      }
+    if (!outputs.empty())
+      grads = torch::autograd::grad(outputs, leaves, gradOutputs,
+                                    /*retain_graph=*/false,
+                                    /*create_graph=*/false,
+                                    /*allow_unused=*/true);
+  } catch (const Error &) {
+    restore();
+    throw;
+  } catch (const c10::Error &e) {
+    restore();
+    throw Error(where() + ": " + firstLine(e));
+  } catch (const std::exception &e) {
+    restore();
+    throw Error(where() + ": " + e.what());
+  }
+  stack.clear(); // the recomputation's graph and results
+  grads.resize(leaves.size());
+  for (size_t k = 0; k < leaves.size(); ++k) {
+    at::Tensor g = grads[k];
+    if (!g.defined())
+      g = at::zeros_like(leaves[k], at::MemoryFormat::Contiguous);
+    else if (!g.is_contiguous() || g.storage_offset() != 0 ||
+             static_cast<int64_t>(g.storage().nbytes()) !=
+                 static_cast<int64_t>(g.nbytes()) ||
+             storages.count(g.storage().unsafeGetStorageImpl()))
+      g = g.clone(at::MemoryFormat::Contiguous);
+    set(inst.results[k], g.detach());
+  }
+}
+
+void Executor::execute(const InstContext &c, const inst::RngState &rng) {
+  set(rng.result, generatorState());
+}
+
+void Executor::execute(const InstContext &c,
+                       const inst::SetRngState &restore) {
+  try {
+    setGeneratorState(slots[restore.state]);
+  } catch (const c10::Error &e) {
+    throw Error("instruction #" + std::to_string(c.i) +
+                " (set_rng_state): " + firstLine(e));
+  }
+}
+
+void Executor::execute(const InstContext &c, const inst::AllGather &gather) {
+  futures[gather.result] = comm->allGather(slots[gather.input], gather.group);
+}
+
+void Executor::execute(const InstContext &c,
+                       const inst::ReduceScatter &scatter) {
+  futures[scatter.result] =
+      scatter.acrossWorld
+          ? comm->reduceScatterOverWorld(slots[scatter.input], scatter.mean)
+          : comm->reduceScatter(slots[scatter.input], scatter.group,
+                                scatter.mean);
+}
+
+void Executor::execute(const InstContext &c, const inst::AllReduce &reduce) {
+  futures[reduce.result] =
+      comm->allReduce(slots[reduce.input], reduce.group, reduce.mean);
+}
+
+void Executor::execute(const InstContext &c, const inst::Wait &wait) {
+  size_t i = c.i;
+  std::unique_ptr<Pending> pending = std::move(futures[wait.future]);
+  if (!pending)
+    throw Error("instruction #" + std::to_string(i) +
+                " waits for a collective that was not started");
+  at::Tensor t;
+  auto blocked = std::chrono::steady_clock::now();
+  try {
+    t = pending->wait();
+    waitMs += std::chrono::duration<double, std::milli>(
+                  std::chrono::steady_clock::now() - blocked)
+                  .count();
+  } catch (const std::exception &e) {
+    throw Error("instruction #" + std::to_string(i) +
+                " (wait for a collective): " + firstLine(e));
+  }
+  if (t.sizes() != c10::IntArrayRef(wait.type.shape))
+    throw Error("instruction #" + std::to_string(i) +
+                " (wait): the collective returned " +
+                TensorSpec{t.sizes().vec(), t.scalar_type()}.str() +
+                ", the plan expects " + wait.type.str());
+  // A reduced gradient, what the optimizer reads: as the plan says.
+  if (wait.gradient)
+    gradBytes += t.nbytes();
+  set(wait.result, std::move(t));
+}
+
+void Executor::execute(const InstContext &c, const inst::LocalShard &local) {
+  int64_t shard = local.type.numel();
+  set(local.result, slots[local.buffer].narrow(
+                        0, comm->groupRank(local.group) * shard, shard));
+}
+
+void Executor::execute(const InstContext &c, const inst::ToDevice &toDevice) {
+  // CPU offload: a copy into the other memory, a separate allocation (on
+  // the CPU both are host memory; the plan says which it stands for, and
+  // the bytes are counted there).
+  set(toDevice.result, slots[toDevice.input].clone());
+}
+
+void Executor::execute(const InstContext &c, const inst::ToHost &toHost) {
+  set(toHost.result, slots[toHost.input].clone());
+}
+
+void Executor::execute(const InstContext &, const inst::Free &) {
+  // The buffer's slot is released after the instruction (run()): this is
+  // its last use.
+}
+
+void Executor::execute(const InstContext &c, const inst::View &view) {
+  set(view.result, slots[view.buffer]
+                       .narrow(0, view.offset, view.type.numel())
+                       .view(view.type.shape));
+}
 } // namespace fsdp::runtime

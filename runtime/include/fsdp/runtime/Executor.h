@@ -118,9 +118,35 @@ private:
   /// The tensors a call returned: its schema results, a Tensor[] flattened.
   std::vector<at::Tensor> callResults(size_t i, const inst::Call &inst,
                                       const torch::jit::Stack &stack) const;
-  /// Runs an autograd_backward instruction (libtorch's autograd).
-  void autogradBackward(size_t i, const inst::AutogradBackward &inst,
-                        torch::jit::Stack &stack);
+  /// A call as the plan has it (Call or AutogradBackward, instruction
+  /// #i), resolved and checked against the operator's schema.
+  static Call prepareCall(size_t i, const Instruction &inst);
+
+  /// What a handler works on besides its instruction: the instruction's
+  /// index, the step's state, and the stack calls reuse.
+  struct InstContext {
+    size_t i;
+    State &state;
+    torch::jit::Stack &stack;
+  };
+  /// Runs an instruction: one handler per kind (the inst:: structs of
+  /// Plan.h), chosen by std::visit over the instruction.
+  void execute(const InstContext &c, const inst::Get &get);
+  void execute(const InstContext &c, const inst::Update &update);
+  void execute(const InstContext &c, const inst::Constant &constant);
+  void execute(const InstContext &c, const inst::Call &planned);
+  void execute(const InstContext &c, const inst::AutogradBackward &inst);
+  void execute(const InstContext &c, const inst::RngState &rng);
+  void execute(const InstContext &c, const inst::SetRngState &restore);
+  void execute(const InstContext &c, const inst::AllGather &gather);
+  void execute(const InstContext &c, const inst::ReduceScatter &scatter);
+  void execute(const InstContext &c, const inst::AllReduce &reduce);
+  void execute(const InstContext &c, const inst::Wait &wait);
+  void execute(const InstContext &c, const inst::LocalShard &local);
+  void execute(const InstContext &c, const inst::ToDevice &toDevice);
+  void execute(const InstContext &c, const inst::ToHost &toHost);
+  void execute(const InstContext &c, const inst::Free &free);
+  void execute(const InstContext &c, const inst::View &view);
 
   /// Memory: a storage counts once, however many slots and collectives
   /// hold it.
