@@ -102,21 +102,262 @@ static TensorSpec parseType(const json &j) {
   return t;
 }
 
-/// Every slot in range, every state name declared, every call's results and
-/// written arguments consistent: a bad plan is an error, never a crash.
-static void validate(const Plan &plan, const std::string &path) {
-  auto fail = [&](size_t i, const std::string &why) {
-    throw Error("plan '" + path + "', instruction #" + std::to_string(i) +
-                ": " + why);
-  };
-  auto checkSlot = [&](size_t i, const json &v) {
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
-        v.get<int64_t>() >= plan.numSlots)
-      fail(i, "slot " + v.dump() + " is out of range (num_slots " +
-                  std::to_string(plan.numSlots) + ")");
-  };
-  // Every slot is defined by an input or an instruction's result: a plan
-  // that declares more is refused before any slot is allocated.
+namespace {
+
+using StateByName = std::map<std::string, const StateEntry *>;
+
+/// Checks one instruction (#i) against the rest of the plan: one handler
+/// per kind, chosen by std::visit; a failure names the plan file and the
+/// instruction.
+class InstructionCheck {
+public:
+  InstructionCheck(const Plan &plan, const std::string &path,
+                   const StateByName &byName, size_t i,
+                   const Instruction &inst)
+      : plan(plan), path(path), byName(byName), i(i), inst(inst) {}
+
+  void operator()(const inst::Get &get) const;
+  void operator()(const inst::Update &update) const;
+  void operator()(const inst::Constant &constant) const;
+  void operator()(const inst::Call &call) const;
+  void operator()(const inst::AutogradBackward &backward) const;
+  void operator()(const inst::RngState &rng) const;
+  void operator()(const inst::SetRngState &restore) const;
+  void operator()(const inst::AllGather &gather) const;
+  void operator()(const inst::ReduceScatter &scatter) const;
+  void operator()(const inst::AllReduce &reduce) const;
+  void operator()(const inst::Wait &wait) const;
+  void operator()(const inst::LocalShard &local) const;
+  void operator()(const inst::ToDevice &toDevice) const;
+  void operator()(const inst::ToHost &toHost) const;
+  void operator()(const inst::Free &free) const;
+  void operator()(const inst::View &view) const;
+
+  /// A slot of the plan (0 .. num_slots - 1).
+  void checkSlot(const json &v) const;
+
+private:
+  [[noreturn]] void fail(const std::string &why) const;
+  void checkState(const std::string &name, int64_t slot,
+                  const std::optional<c10::ScalarType> &castDtype,
+                  const char *access) const;
+  void checkUnit(const std::string &unit) const;
+  void checkArgs(const inst::Call &call) const;
+  void checkCopy(int64_t input, int64_t result, bool toHost) const;
+
+  const Plan &plan;
+  const std::string &path;
+  const StateByName &byName;
+  size_t i;
+  const Instruction &inst;
+};
+
+void InstructionCheck::fail(const std::string &why) const {
+  throw Error("plan '" + path + "', instruction #" + std::to_string(i) +
+              ": " + why);
+}
+
+void InstructionCheck::checkSlot(const json &v) const {
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
+      v.get<int64_t>() >= plan.numSlots)
+    fail("slot " + v.dump() + " is out of range (num_slots " +
+         std::to_string(plan.numSlots) + ")");
+}
+
+/// A state entry read or written; mixed precision: a parameter or
+/// floating-point buffer read or written in a 16-bit floating-point type.
+void InstructionCheck::checkState(
+    const std::string &name, int64_t slot,
+    const std::optional<c10::ScalarType> &castDtype, const char *access) const {
+  auto it = byName.find(name);
+  if (it == byName.end())
+    fail("'" + name + "' is not in the plan's state");
+  checkSlot(slot);
+  if (!castDtype)
+    return;
+  const StateEntry &entry = *it->second;
+  c10::ScalarType stored = entry.type.dtype;
+  if ((*castDtype != c10::kBFloat16 && *castDtype != c10::kHalf) ||
+      !c10::isFloatingType(stored) || entry.kind == StateKind::Optim)
+    fail("'" + name + "' of dtype " + dtypeName(stored) + " cannot be " +
+         access + " as " + dtypeName(*castDtype) +
+         " (mixed precision reads and writes parameters and "
+         "floating-point buffers as bf16 or f16)");
+}
+
+void InstructionCheck::checkUnit(const std::string &unit) const {
+  if (!byName.count(unit))
+    fail("unit '" + unit + "' is not in the plan's state");
+}
+
+/// A call's arguments: objects, their slots in range, and the written ones
+/// tensors.
+void InstructionCheck::checkArgs(const inst::Call &call) const {
+  if (!call.args.is_array())
+    fail("args is not a list");
+  for (int64_t m : call.mutates)
+    if (m < 0 || m >= static_cast<int64_t>(call.args.size()) ||
+        !call.args[m].contains("t"))
+      fail("writes argument " + std::to_string(m) +
+           ", which is not a tensor argument");
+  for (const json &arg : call.args) {
+    if (!arg.is_object())
+      fail("argument " + arg.dump() + " is not an object");
+    if (arg.contains("t"))
+      checkSlot(arg["t"]);
+    if (arg.contains("tl"))
+      for (const json &s : arg["tl"])
+        checkSlot(s);
+    if (arg.contains("otl"))
+      for (const json &s : arg["otl"])
+        if (!s.is_null())
+          checkSlot(s);
+  }
+}
+
+/// A copy between memories: its result is in the one it copies to.
+void InstructionCheck::checkCopy(int64_t input, int64_t result,
+                                 bool toHost) const {
+  checkSlot(input);
+  checkSlot(result);
+  if (inst.host != toHost)
+    fail(std::string("copies to the ") + (toHost ? "host" : "device") +
+         " but says its result is " +
+         (inst.host ? "on the host" : "on the device"));
+}
+
+void InstructionCheck::operator()(const inst::Get &get) const {
+  checkState(get.state, get.result, get.castDtype, "read");
+}
+
+void InstructionCheck::operator()(const inst::Update &update) const {
+  checkState(update.state, update.value, update.castDtype, "written");
+}
+
+void InstructionCheck::operator()(const inst::Constant &constant) const {
+  checkSlot(constant.result);
+  const std::string &hex = constant.hex;
+  if (hex.size() % 2 != 0 ||
+      hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+    fail("constant bytes are not hex");
+  int64_t bytes = constant.type.numel() *
+                  static_cast<int64_t>(c10::elementSize(constant.type.dtype));
+  if (static_cast<int64_t>(hex.size() / 2) != bytes)
+    fail("constant " + constant.type.str() + " holds " +
+         std::to_string(hex.size() / 2) + " bytes, expected " +
+         std::to_string(bytes));
+}
+
+void InstructionCheck::operator()(const inst::Call &call) const {
+  for (int64_t r : call.results)
+    checkSlot(r);
+  if (call.numSchemaResults < 0 ||
+      call.numSchemaResults + call.mutates.size() != call.results.size())
+    fail("has " + std::to_string(call.results.size()) +
+         " results, expected num_schema_results + written arguments");
+  checkArgs(call);
+}
+
+void InstructionCheck::operator()(
+    const inst::AutogradBackward &backward) const {
+  for (int64_t r : backward.results)
+    checkSlot(r);
+  if (backward.results.size() != backward.wrt.size())
+    fail("has " + std::to_string(backward.results.size()) +
+         " results, expected one per wrt operand");
+  if (backward.rng >= 0)
+    checkSlot(backward.rng);
+  int64_t previous = -1;
+  for (const auto &[result, slot] : backward.resultGrads) {
+    checkSlot(slot);
+    if (result <= previous || result >= backward.numSchemaResults)
+      fail("has a gradient of result " + std::to_string(result) +
+           ", which is not one of its " +
+           std::to_string(backward.numSchemaResults) +
+           " schema results in order");
+    previous = result;
+  }
+  previous = -1;
+  for (int64_t w : backward.wrt) {
+    if (w <= previous)
+      fail("wrt is not in increasing order");
+    previous = w;
+  }
+  checkArgs(backward);
+}
+
+void InstructionCheck::operator()(const inst::RngState &rng) const {
+  checkSlot(rng.result);
+}
+
+void InstructionCheck::operator()(const inst::SetRngState &restore) const {
+  checkSlot(restore.state);
+}
+
+void InstructionCheck::operator()(const inst::AllGather &gather) const {
+  checkUnit(gather.unit);
+  checkSlot(gather.input);
+  checkSlot(gather.result);
+}
+
+void InstructionCheck::operator()(const inst::ReduceScatter &scatter) const {
+  checkUnit(scatter.unit);
+  checkSlot(scatter.input);
+  checkSlot(scatter.result);
+}
+
+void InstructionCheck::operator()(const inst::AllReduce &reduce) const {
+  checkSlot(reduce.input);
+  checkSlot(reduce.result);
+}
+
+void InstructionCheck::operator()(const inst::Wait &wait) const {
+  checkSlot(wait.future);
+  checkSlot(wait.result);
+}
+
+void InstructionCheck::operator()(const inst::LocalShard &local) const {
+  auto unit = byName.find(local.unit);
+  if (unit == byName.end() || unit->second->kind != StateKind::FlatParam)
+    fail("unit '" + local.unit + "' is not a flat parameter of the plan");
+  const StateEntry &flat = *unit->second;
+  TensorSpec shard{{flat.shardNumel()}, flat.type.dtype};
+  // Mixed precision: the shard of a gradient reduced in bf16 or f16.
+  bool reduced =
+      local.type.dtype == c10::kBFloat16 || local.type.dtype == c10::kHalf;
+  if (local.type.shape != shard.shape ||
+      (local.type.dtype != shard.dtype && !reduced))
+    fail("the shard of '" + flat.name + "' is " + shard.str() + ", not " +
+         local.type.str());
+  if (local.group == CommGroup::Replicate)
+    fail("takes a shard over the replica group (flat parameters are "
+         "sharded over the shard group)");
+  checkSlot(local.buffer);
+  checkSlot(local.result);
+}
+
+void InstructionCheck::operator()(const inst::ToDevice &toDevice) const {
+  checkCopy(toDevice.input, toDevice.result, /*toHost=*/false);
+}
+
+void InstructionCheck::operator()(const inst::ToHost &toHost) const {
+  checkCopy(toHost.input, toHost.result, /*toHost=*/true);
+}
+
+void InstructionCheck::operator()(const inst::Free &free) const {
+  checkSlot(free.buffer);
+}
+
+void InstructionCheck::operator()(const inst::View &view) const {
+  checkSlot(view.buffer);
+  checkSlot(view.result);
+}
+
+} // namespace
+
+/// Every slot is defined by an input or an instruction's result: a plan
+/// that declares more is refused before any slot is allocated.
+static void checkSlotCount(const Plan &plan, const std::string &path) {
   int64_t definable = static_cast<int64_t>(plan.inputs.size());
   for (const Instruction &inst : plan.instructions)
     definable += std::max<int64_t>(
@@ -126,13 +367,18 @@ static void validate(const Plan &plan, const std::string &path) {
                 std::to_string(plan.numSlots) + " is not between 0 and the " +
                 std::to_string(definable) + " values its inputs and "
                 "instructions define");
-  std::map<std::string, const StateEntry *> byName;
+}
+
+/// The state entries by name, each declared once; optimizer state is
+/// shaped like the parameter (or the rank's shard of the flat parameter)
+/// it belongs to.
+static StateByName checkStateEntries(const Plan &plan,
+                                     const std::string &path) {
+  StateByName byName;
   for (const StateEntry &e : plan.state)
     if (!byName.emplace(e.name, &e).second)
       throw Error("plan '" + path + "': state '" + e.name +
                   "' is declared twice");
-  // Optimizer state is shaped like the parameter (or the rank's shard of
-  // the flat parameter) it belongs to.
   for (const StateEntry &e : plan.state) {
     if (e.kind != StateKind::Optim || e.param.empty())
       continue;
@@ -149,11 +395,16 @@ static void validate(const Plan &plan, const std::string &path) {
                   e.type.str() + " but its parameter '" + e.param + "' is " +
                   p.str());
   }
+  return byName;
+}
+
+/// Inputs in range; each micro-batch takes every input once, with the same
+/// type.
+static void checkInputs(const Plan &plan, const std::string &path) {
   for (const InputEntry &in : plan.inputs)
     if (in.slot < 0 || in.slot >= plan.numSlots)
       throw Error("plan '" + path + "': input '" + in.name +
                   "' has an out-of-range slot");
-  // Each micro-batch takes every input once, with the same type.
   if (plan.microBatches < 1 || plan.microBatches > (int64_t(1) << 20))
     throw Error("plan '" + path + "': micro_batches is " +
                 std::to_string(plan.microBatches) +
@@ -180,170 +431,25 @@ static void validate(const Plan &plan, const std::string &path) {
       throw Error("plan '" + path + "': input '" + name + "' feeds " +
                   std::to_string(entry.second.size()) + " of the " +
                   std::to_string(plan.microBatches) + " micro-batches");
+}
+
+/// Outputs in range; a metric is a named output (a scalar), reported beside
+/// the loss under its own name.
+static void checkOutputs(const Plan &plan, const std::string &path) {
   for (int64_t out : plan.outputs)
     if (out < 0 || out >= plan.numSlots)
       throw Error("plan '" + path + "': an output slot is out of range");
-  // A metric is a named output (a scalar), reported beside the loss under
-  // its own name.
   std::set<std::string> metricNames;
   for (const auto &[name, output] : plan.metrics)
     if (output < 1 || output >= static_cast<int64_t>(plan.outputs.size()) ||
         !metricNames.insert(name).second || !plan::isMetric(name))
       throw Error("plan '" + path + "': metric '" + name +
                   "' is not a known metric of a distinct output");
-  for (size_t i = 0; i < plan.instructions.size(); ++i) {
-    const Instruction &inst = plan.instructions[i];
-    for (int64_t s : inst.free)
-      checkSlot(i, s);
-    // Mixed precision: a parameter or floating-point buffer read or written
-    // in a 16-bit floating-point type.
-    auto checkState = [&](const std::string &name, int64_t slot,
-                          const std::optional<c10::ScalarType> &castDtype,
-                          const char *access) {
-      auto it = byName.find(name);
-      if (it == byName.end())
-        fail(i, "'" + name + "' is not in the plan's state");
-      checkSlot(i, slot);
-      if (!castDtype)
-        return;
-      const StateEntry &entry = *it->second;
-      c10::ScalarType stored = entry.type.dtype;
-      if ((*castDtype != c10::kBFloat16 && *castDtype != c10::kHalf) ||
-          !c10::isFloatingType(stored) || entry.kind == StateKind::Optim)
-        fail(i, "'" + name + "' of dtype " + dtypeName(stored) +
-                    " cannot be " + access + " as " + dtypeName(*castDtype) +
-                    " (mixed precision reads and writes parameters and "
-                    "floating-point buffers as bf16 or f16)");
-    };
-    auto checkUnit = [&](const std::string &unit) {
-      if (!byName.count(unit))
-        fail(i, "unit '" + unit + "' is not in the plan's state");
-    };
-    auto checkArgs = [&](const inst::Call &call) {
-      if (!call.args.is_array())
-        fail(i, "args is not a list");
-      for (int64_t m : call.mutates)
-        if (m < 0 || m >= static_cast<int64_t>(call.args.size()) ||
-            !call.args[m].contains("t"))
-          fail(i, "writes argument " + std::to_string(m) +
-                      ", which is not a tensor argument");
-      for (const json &arg : call.args) {
-        if (!arg.is_object())
-          fail(i, "argument " + arg.dump() + " is not an object");
-        if (arg.contains("t"))
-          checkSlot(i, arg["t"]);
-        if (arg.contains("tl"))
-          for (const json &s : arg["tl"])
-            checkSlot(i, s);
-        if (arg.contains("otl"))
-          for (const json &s : arg["otl"])
-            if (!s.is_null())
-              checkSlot(i, s);
-      }
-    };
-    if (const auto *get = inst.as<inst::Get>()) {
-      checkState(get->state, get->result, get->castDtype, "read");
-    } else if (const auto *update = inst.as<inst::Update>()) {
-      checkState(update->state, update->value, update->castDtype, "written");
-    } else if (const auto *constant = inst.as<inst::Constant>()) {
-      checkSlot(i, constant->result);
-      const std::string &hex = constant->hex;
-      if (hex.size() % 2 != 0 ||
-          hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
-        fail(i, "constant bytes are not hex");
-      int64_t bytes = constant->type.numel() *
-                      static_cast<int64_t>(c10::elementSize(constant->type.dtype));
-      if (static_cast<int64_t>(hex.size() / 2) != bytes)
-        fail(i, "constant " + constant->type.str() + " holds " +
-                    std::to_string(hex.size() / 2) + " bytes, expected " +
-                    std::to_string(bytes));
-    } else if (const auto *rng = inst.as<inst::RngState>()) {
-      checkSlot(i, rng->result);
-    } else if (const auto *restore = inst.as<inst::SetRngState>()) {
-      checkSlot(i, restore->state);
-    } else if (const auto *call = inst.as<inst::Call>()) {
-      for (int64_t r : call->results)
-        checkSlot(i, r);
-      if (call->numSchemaResults < 0 ||
-          call->numSchemaResults + call->mutates.size() != call->results.size())
-        fail(i, "has " + std::to_string(call->results.size()) +
-                    " results, expected num_schema_results + written arguments");
-      checkArgs(*call);
-    } else if (const auto *backward = inst.as<inst::AutogradBackward>()) {
-      for (int64_t r : backward->results)
-        checkSlot(i, r);
-      if (backward->results.size() != backward->wrt.size())
-        fail(i, "has " + std::to_string(backward->results.size()) +
-                    " results, expected one per wrt operand");
-      if (backward->rng >= 0)
-        checkSlot(i, backward->rng);
-      int64_t previous = -1;
-      for (const auto &[result, slot] : backward->resultGrads) {
-        checkSlot(i, slot);
-        if (result <= previous || result >= backward->numSchemaResults)
-          fail(i, "has a gradient of result " + std::to_string(result) +
-                      ", which is not one of its " +
-                      std::to_string(backward->numSchemaResults) +
-                      " schema results in order");
-        previous = result;
-      }
-      previous = -1;
-      for (int64_t w : backward->wrt) {
-        if (w <= previous)
-          fail(i, "wrt is not in increasing order");
-        previous = w;
-      }
-      checkArgs(*backward);
-    } else if (const auto *local = inst.as<inst::LocalShard>()) {
-      auto unit = byName.find(local->unit);
-      if (unit == byName.end() || unit->second->kind != StateKind::FlatParam)
-        fail(i, "unit '" + local->unit + "' is not a flat parameter of the plan");
-      const StateEntry &flat = *unit->second;
-      TensorSpec shard{{flat.shardNumel()}, flat.type.dtype};
-      // Mixed precision: the shard of a gradient reduced in bf16 or f16.
-      bool reduced = local->type.dtype == c10::kBFloat16 ||
-                     local->type.dtype == c10::kHalf;
-      if (local->type.shape != shard.shape ||
-          (local->type.dtype != shard.dtype && !reduced))
-        fail(i, "the shard of '" + flat.name + "' is " + shard.str() +
-                    ", not " + local->type.str());
-      if (local->group == CommGroup::Replicate)
-        fail(i, "takes a shard over the replica group (flat parameters are "
-                "sharded over the shard group)");
-      checkSlot(i, local->buffer);
-      checkSlot(i, local->result);
-    } else if (const auto *gather = inst.as<inst::AllGather>()) {
-      checkUnit(gather->unit);
-      checkSlot(i, gather->input);
-      checkSlot(i, gather->result);
-    } else if (const auto *scatter = inst.as<inst::ReduceScatter>()) {
-      checkUnit(scatter->unit);
-      checkSlot(i, scatter->input);
-      checkSlot(i, scatter->result);
-    } else if (const auto *reduce = inst.as<inst::AllReduce>()) {
-      checkSlot(i, reduce->input);
-      checkSlot(i, reduce->result);
-    } else if (const auto *wait = inst.as<inst::Wait>()) {
-      checkSlot(i, wait->future);
-      checkSlot(i, wait->result);
-    } else if (const auto *view = inst.as<inst::View>()) {
-      checkSlot(i, view->buffer);
-      checkSlot(i, view->result);
-    } else if (const auto *free = inst.as<inst::Free>()) {
-      checkSlot(i, free->buffer);
-    } else {
-      // A copy between memories: its result is in the one it copies to.
-      const auto *toHost = inst.as<inst::ToHost>();
-      const auto *toDevice = inst.as<inst::ToDevice>();
-      checkSlot(i, toHost ? toHost->input : toDevice->input);
-      checkSlot(i, toHost ? toHost->result : toDevice->result);
-      if (inst.host != (toHost != nullptr))
-        fail(i, std::string("copies to the ") +
-                    (toHost ? "host" : "device") +
-                    " but says its result is " +
-                    (inst.host ? "on the host" : "on the device"));
-    }
-  }
+}
+
+/// The world and its shard groups, and each flat parameter's sizes in
+/// them.
+static void checkWorld(const Plan &plan, const std::string &path) {
   if (plan.worldSize > kMaxWorldSize)
     throw Error("plan '" + path + "': world size " +
                 std::to_string(plan.worldSize) + " is more than " +
@@ -373,6 +479,24 @@ static void validate(const Plan &plan, const std::string &path) {
                     "' lies outside its flat parameter '" + e.name + "'");
     }
   }
+}
+
+
+/// Every slot in range, every state name declared, every call's results and
+/// written arguments consistent: a bad plan is an error, never a crash.
+static void validate(const Plan &plan, const std::string &path) {
+  checkSlotCount(plan, path);
+  StateByName byName = checkStateEntries(plan, path);
+  checkInputs(plan, path);
+  checkOutputs(plan, path);
+  for (size_t i = 0; i < plan.instructions.size(); ++i) {
+    const Instruction &inst = plan.instructions[i];
+    InstructionCheck check(plan, path, byName, i, inst);
+    for (int64_t s : inst.free)
+      check.checkSlot(s);
+    std::visit(check, inst.op);
+  }
+  checkWorld(plan, path);
 }
 
 static CommGroup parseGroup(const std::string &group, const std::string &path) {
@@ -615,6 +739,49 @@ json instructionJson(const Instruction &inst) {
   return j;
 }
 
+/// A state entry of the file (a parameter, buffer, optimizer state or flat
+/// parameter).
+static StateEntry parseStateEntry(const json &s, const std::string &path) {
+  StateEntry e;
+  e.name = s.at("name").get<std::string>();
+  std::string kind = s.at("kind").get<std::string>();
+  if (kind == "param")
+    e.kind = StateKind::Param;
+  else if (kind == "buffer")
+    e.kind = StateKind::Buffer;
+  else if (kind == "optim")
+    e.kind = StateKind::Optim;
+  else if (kind == "flat_param")
+    e.kind = StateKind::FlatParam;
+  else
+    throw Error("plan '" + path + "': state '" + e.name +
+                "' has unknown kind '" + kind + "'");
+  if (e.kind == StateKind::Optim && s.at("init").get<std::string>() != "zeros")
+    throw Error("plan '" + path + "': optimizer state '" + e.name +
+                "' has an initial value other than zeros");
+  if (e.kind == StateKind::Optim && s.at("param").is_string())
+    e.param = s.at("param").get<std::string>();
+  e.persistent = s.value("persistent", true);
+  e.host = s.value("host", false);
+  e.type = parseType(s);
+  e.aliases = s.at("aliases").get<std::vector<std::string>>();
+  if (e.kind == StateKind::FlatParam) {
+    e.numel = s.at("numel").get<int64_t>();
+    e.padded = s.at("padded").get<int64_t>();
+    e.shards = s.at("shards").get<int64_t>();
+    e.replicated = s.at("replicated").get<bool>();
+    for (const json &m : s.at("params")) {
+      FlatMember member;
+      member.name = m.at("name").get<std::string>();
+      member.type = parseType(m);
+      member.offset = m.at("offset").get<int64_t>();
+      member.aliases = m.at("aliases").get<std::vector<std::string>>();
+      e.members.push_back(std::move(member));
+    }
+  }
+  return e;
+}
+
 Plan loadPlan(const std::string &path) {
   std::ifstream in(path);
   if (!in)
@@ -640,46 +807,8 @@ Plan loadPlan(const std::string &path) {
     plan.worldSize = j.at("world_size").get<int64_t>();
     plan.shardGroupSize = j.at("shard_group_size").get<int64_t>();
     plan.sharding = j.at("sharding").get<std::string>();
-    for (const json &s : j.at("state")) {
-      StateEntry e;
-      e.name = s.at("name").get<std::string>();
-      std::string kind = s.at("kind").get<std::string>();
-      if (kind == "param")
-        e.kind = StateKind::Param;
-      else if (kind == "buffer")
-        e.kind = StateKind::Buffer;
-      else if (kind == "optim")
-        e.kind = StateKind::Optim;
-      else if (kind == "flat_param")
-        e.kind = StateKind::FlatParam;
-      else
-        throw Error("plan '" + path + "': state '" + e.name +
-                    "' has unknown kind '" + kind + "'");
-      if (e.kind == StateKind::Optim && s.at("init").get<std::string>() != "zeros")
-        throw Error("plan '" + path + "': optimizer state '" + e.name +
-                    "' has an initial value other than zeros");
-      if (e.kind == StateKind::Optim && s.at("param").is_string())
-        e.param = s.at("param").get<std::string>();
-      e.persistent = s.value("persistent", true);
-      e.host = s.value("host", false);
-      e.type = parseType(s);
-      e.aliases = s.at("aliases").get<std::vector<std::string>>();
-      if (e.kind == StateKind::FlatParam) {
-        e.numel = s.at("numel").get<int64_t>();
-        e.padded = s.at("padded").get<int64_t>();
-        e.shards = s.at("shards").get<int64_t>();
-        e.replicated = s.at("replicated").get<bool>();
-        for (const json &m : s.at("params")) {
-          FlatMember member;
-          member.name = m.at("name").get<std::string>();
-          member.type = parseType(m);
-          member.offset = m.at("offset").get<int64_t>();
-          member.aliases = m.at("aliases").get<std::vector<std::string>>();
-          e.members.push_back(std::move(member));
-        }
-      }
-      plan.state.push_back(std::move(e));
-    }
+    for (const json &s : j.at("state"))
+      plan.state.push_back(parseStateEntry(s, path));
     if (j.contains("optimizer")) {
       plan.optimizer = j.at("optimizer");
       if (!plan.optimizer.is_object() ||
