@@ -293,7 +293,8 @@ LogicalResult fsdp::driver::checkTrainOptions(const CompileOptions &o) {
   }
   if (!o.given("optimizer"))
     return error("--loss needs --optimizer sgd|adam|adamw");
-  if (t.optimizer != "sgd" && t.optimizer != "adam" && t.optimizer != "adamw")
+  std::optional<OptimizerKind> kind = symbolizeOptimizerKind(t.optimizer);
+  if (!kind)
     return error("unknown optimizer '" + t.optimizer +
                  "': expected sgd, adam or adamw");
   if (!t.gradScaler)
@@ -310,7 +311,7 @@ LogicalResult fsdp::driver::checkTrainOptions(const CompileOptions &o) {
     if (const char *flag = firstGiven(o, {"warmup-steps", "total-steps"}))
       return error(llvm::Twine("--") + flag +
                    " needs --lr-schedule constant|linear|cosine");
-  if (t.optimizer == "sgd") {
+  if (kind == OptimizerKind::SGD) {
     if (const char *flag =
             firstGiven(o, {"beta1", "beta2", "eps", "amsgrad"}))
       return error(llvm::Twine("--") + flag +

@@ -44,7 +44,8 @@ LogicalResult AppendLoss::run(ModuleOp module) {
     return module.emitError("no @forward to build a training step from");
   if (module.lookupSymbol("train_step"))
     return module.emitError("the module already has a @train_step");
-  if (loss != "cross_entropy" && loss != "mse" && loss != "none")
+  std::optional<LossKind> kind = symbolizeLossKind(loss);
+  if (!kind)
     return module.emitError("unknown loss '")
            << loss << "': expected cross_entropy, mse or none";
 
@@ -63,15 +64,15 @@ LogicalResult AppendLoss::run(ModuleOp module) {
       return module.emitError("target: ") << error;
     specs.push_back(spec);
   }
-  if (loss == "none" && !specs.empty())
+  if (kind == LossKind::None && !specs.empty())
     return module.emitError("loss none takes no target: a model that "
                             "returns its own loss receives its targets as "
                             "inputs (target '")
            << specs[0].name << "')";
-  if (loss != "none" && specs.size() != 1)
+  if (kind != LossKind::None && specs.size() != 1)
     return module.emitError("loss ")
            << loss << " needs exactly one target NAME:DIMSxDTYPE (e.g. "
-           << (loss == "mse" ? "y:8x10xf32" : "y:8xi64") << "), found "
+           << (kind == LossKind::MSE ? "y:8x10xf32" : "y:8xi64") << "), found "
            << specs.size();
 
   Block &body = forward.getBody().front();
@@ -93,7 +94,7 @@ LogicalResult AppendLoss::run(ModuleOp module) {
 
   Value lossValue;
   SmallVector<Type> targetTypes;
-  if (loss == "none") {
+  if (kind == LossKind::None) {
     if (outType.getRank() != 0 || !isa<FloatType>(outType.getElementType()))
       return ret.emitOpError("must return a scalar floating-point loss first "
                              "for loss none, but its first output is ")
@@ -116,7 +117,7 @@ LogicalResult AppendLoss::run(ModuleOp module) {
       outType = outType.clone(Float32Type::get(&getContext()));
       out = b.cast(out, outType.getElementType());
     }
-    if (loss == "mse") {
+    if (kind == LossKind::MSE) {
       if (targetType != outType)
         return ret.emitOpError("returns ")
                << outType << " first, but mse needs a target of the same "

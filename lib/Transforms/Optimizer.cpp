@@ -104,7 +104,12 @@ struct Optimizer : fsdp::impl::OptimizerBase<Optimizer> {
   Value scheduledLr(aten::ATenBuilder &b, Value step);
   /// Adam's per-step scalars, computed once before the first update.
   void adamStep(aten::ATenBuilder &b, Value step);
-  bool isAdam() const { return optimizer == "adam" || optimizer == "adamw"; }
+  bool isAdam() const { return kind != OptimizerKind::SGD; }
+  bool isSchedule(LrSchedule s) const { return schedule == s; }
+  // The optimizer and the schedule (none: a constant rate), from the
+  // options.
+  OptimizerKind kind = OptimizerKind::SGD;
+  std::optional<LrSchedule> schedule;
   /// CPU offload: the parameter's optimizer state (and so its reduced
   /// gradient and its update) lives on the host.
   static bool stateOnHost(Operation *param) {
@@ -154,12 +159,14 @@ struct Optimizer : fsdp::impl::OptimizerBase<Optimizer> {
 
 LogicalResult Optimizer::checkOptions(ModuleOp module) {
   // torch.optim's own checks.
-  if (optimizer != "sgd" && !isAdam())
+  std::optional<OptimizerKind> named = symbolizeOptimizerKind(optimizer);
+  if (!named)
     return module.emitError("unknown optimizer '")
            << optimizer << "': expected sgd, adam or adamw";
-  decay = weightDecay < 0 ? (optimizer == "adamw" ? 1e-2 : 0.0)
+  kind = *named;
+  decay = weightDecay < 0 ? (kind == OptimizerKind::AdamW ? 1e-2 : 0.0)
                           : double(weightDecay);
-  if (optimizer == "sgd" && amsgrad)
+  if (kind == OptimizerKind::SGD && amsgrad)
     return module.emitError("amsgrad applies to adam and adamw, not sgd");
   if (isAdam() && (momentum != 0.0 || nesterov || dampening != 0.0))
     return module.emitError("momentum, nesterov and dampening apply to sgd, "
@@ -169,22 +176,25 @@ LogicalResult Optimizer::checkOptions(ModuleOp module) {
     return module.emitError("invalid learning rate: ") << lr;
   if (!(momentum >= 0.0))
     return module.emitError("invalid momentum value: ") << momentum;
-  if (!lrSchedule.empty() && lrSchedule != "constant" &&
-      lrSchedule != "linear" && lrSchedule != "cosine")
-    return module.emitError("unknown learning-rate schedule '")
-           << lrSchedule << "': expected constant, linear or cosine";
+  if (!lrSchedule.empty()) {
+    schedule = symbolizeLrSchedule(lrSchedule);
+    if (!schedule)
+      return module.emitError("unknown learning-rate schedule '")
+             << lrSchedule << "': expected constant, linear or cosine";
+  }
   if (warmupSteps < 0 || totalSteps < 0)
     return module.emitError("warmup-steps and total-steps must not be "
                             "negative");
-  if ((lrSchedule == "linear" || lrSchedule == "cosine") && totalSteps < 1)
+  if ((isSchedule(LrSchedule::Linear) || isSchedule(LrSchedule::Cosine)) &&
+      totalSteps < 1)
     return module.emitError("the ")
            << lrSchedule
            << " learning-rate schedule needs total-steps: the steps over "
               "which the learning rate decays to 0";
-  if ((lrSchedule.empty() || lrSchedule == "constant") && totalSteps != 0)
+  if ((!schedule || isSchedule(LrSchedule::Constant)) && totalSteps != 0)
     return module.emitError("total-steps applies to the linear and cosine "
                             "learning-rate schedules");
-  if (lrSchedule.empty() && warmupSteps != 0)
+  if (!schedule && warmupSteps != 0)
     return module.emitError("warmup-steps needs a learning-rate schedule");
   if (maxGradNorm < 0.0)
     return module.emitError("invalid max-grad-norm: ")
@@ -317,11 +327,11 @@ Value Optimizer::scheduledLr(aten::ATenBuilder &b, Value step) {
   // float(k) / float(max(1, warmup))
   Value warming = b.divScalar(k, std::max(1.0, warmup));
   Value after;
-  if (lrSchedule == "constant") {
+  if (isSchedule(LrSchedule::Constant)) {
     after = b.splat(f64, 1.0);
   } else {
     double span = std::max(1.0, total - warmup);
-    if (lrSchedule == "linear") {
+    if (isSchedule(LrSchedule::Linear)) {
       // float(total - k) / float(max(1, total - warmup))
       Value left = b.call("aten::rsub.Scalar", {k, b.f64(total), b.i64(1)}, f64);
       after = b.divScalar(left, span);
@@ -371,7 +381,7 @@ void Optimizer::adam(aten::ATenBuilder &b, GradOp grad, Value g,
   // grad = -grad if maximize
   if (maximize)
     g = b.neg(g);
-  bool decoupled = optimizer == "adamw";
+  bool decoupled = kind == OptimizerKind::AdamW;
   // Adam: grad = grad.add(param, alpha=weight_decay)
   if (!decoupled && decay != 0.0)
     g = b.add(g, param, decay);
@@ -519,11 +529,12 @@ LogicalResult Optimizer::run(ModuleOp module) {
     builder.setInsertionPoint(gradOps.front());
     b.setLoc(gradOps.front().getLoc());
   }
-  bool dampened = optimizer == "sgd" && momentum != 0.0 && dampening != 0.0;
+  bool dampened =
+      kind == OptimizerKind::SGD && momentum != 0.0 && dampening != 0.0;
   Value step;
-  if (isAdam() || dampened || !lrSchedule.empty())
+  if (isAdam() || dampened || schedule)
     step = stepCount(b);
-  if (!lrSchedule.empty()) {
+  if (schedule) {
     // The schedule counts the updates taken: a step a gradient scaler skips
     // does not advance it, as Accelerate's scheduler skips its step then.
     lrValue = scheduledLr(b, step);
@@ -581,7 +592,7 @@ LogicalResult Optimizer::run(ModuleOp module) {
       if (*v)
         *v = placed(*v, host);
     }
-    if (optimizer == "sgd")
+    if (kind == OptimizerKind::SGD)
       sgd(b, grad, g, param);
     else
       adam(b, grad, g, param);

@@ -110,6 +110,34 @@ def FSDP_AutoWrapPolicy : I32EnumAttr<"AutoWrapPolicy",
   let genSpecializedAttr = 0;
 }
 
+// The training step's closed sets: fsdp-append-loss's loss,
+// fsdp-optimizer's optimizer (torch.optim's) and learning-rate schedule
+// (transformers' get_*_schedule_with_warmup).
+def FSDP_CrossEntropyLoss : I32EnumAttrCase<"CrossEntropy", 0, "cross_entropy">;
+def FSDP_MSELoss : I32EnumAttrCase<"MSE", 1, "mse">;
+def FSDP_NoLoss : I32EnumAttrCase<"None", 2, "none">;
+def FSDP_LossKind : I32EnumAttr<"LossKind", "the loss of the training step",
+    [FSDP_CrossEntropyLoss, FSDP_MSELoss, FSDP_NoLoss]> {
+  let cppNamespace = "::fsdp";
+  let genSpecializedAttr = 0;
+}
+def FSDP_SGD : I32EnumAttrCase<"SGD", 0, "sgd">;
+def FSDP_Adam : I32EnumAttrCase<"Adam", 1, "adam">;
+def FSDP_AdamW : I32EnumAttrCase<"AdamW", 2, "adamw">;
+def FSDP_OptimizerKind : I32EnumAttr<"OptimizerKind", "the optimizer",
+    [FSDP_SGD, FSDP_Adam, FSDP_AdamW]> {
+  let cppNamespace = "::fsdp";
+  let genSpecializedAttr = 0;
+}
+def FSDP_ConstantSchedule : I32EnumAttrCase<"Constant", 0, "constant">;
+def FSDP_LinearSchedule : I32EnumAttrCase<"Linear", 1, "linear">;
+def FSDP_CosineSchedule : I32EnumAttrCase<"Cosine", 2, "cosine">;
+def FSDP_LrSchedule : I32EnumAttr<"LrSchedule", "the learning-rate schedule",
+    [FSDP_ConstantSchedule, FSDP_LinearSchedule, FSDP_CosineSchedule]> {
+  let cppNamespace = "::fsdp";
+  let genSpecializedAttr = 0;
+}
+
 def FSDP_CommGroupWorld : I32EnumAttrCase<"world", 0>;
 def FSDP_CommGroupShard : I32EnumAttrCase<"shard", 1>;
 def FSDP_CommGroupReplicate : I32EnumAttrCase<"replicate", 2>;
