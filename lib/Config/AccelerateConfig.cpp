@@ -623,7 +623,7 @@ llvm::Error Reader::readFsdpEntry(const Entry &entry, AccelerateConfig &config,
     bool limit = true;
     if (llvm::Error err = readBool(entry, limit))
       return err;
-    config.limitAllGathers = limit ? 2 : 0;
+    config.limitAllGathers = limit ? StepDefaults::limitAllGathers() : 0;
     state.limitAllGathers = &entry;
     return llvm::Error::success();
   }

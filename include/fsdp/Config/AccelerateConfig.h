@@ -12,6 +12,8 @@
 #ifndef FSDP_CONFIG_ACCELERATECONFIG_H
 #define FSDP_CONFIG_ACCELERATECONFIG_H
 
+#include "fsdp/Transforms/StepDefaults.h"
+
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -49,7 +51,7 @@ struct AccelerateConfig {
   bool activationCheckpointing = false;
   /// fsdp_limit_all_gathers: FSDP1's rate limiter, 2 buffers (true, the
   /// default) or none (false: 0); FSDP2 has none (0 unless the key says).
-  int64_t limitAllGathers = 2;
+  int64_t limitAllGathers = StepDefaults::limitAllGathers();
   /// fsdp_offload_params: CPU offload of parameters, gradients and
   /// optimizer state.
   bool offloadParams = false;

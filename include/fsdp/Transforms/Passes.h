@@ -4,6 +4,7 @@
 
 #include "fsdp/Dialect/ATen/IR/ATenDialect.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "fsdp/Transforms/StepDefaults.h"
 #include "fsdp/runtime/PlanSchema.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -49,10 +50,10 @@ struct TrainStepOptionsBase : public mlir::PassPipelineOptions<Derived> {
   // (they ask for the training step).
   Opt<std::string> loss{*this, "loss",
                         llvm::cl::desc("cross_entropy, mse or none"),
-                        llvm::cl::init("cross_entropy")};
+                        llvm::cl::init(StepDefaults::loss())};
   Opt<std::string> optimizer{*this, "optimizer",
                              llvm::cl::desc("sgd, adam or adamw"),
-                             llvm::cl::init("sgd")};
+                             llvm::cl::init(StepDefaults::optimizer())};
 #define FSDP_TRAIN_OPTION(TYPE, FIELD, FLAG, NAME, DEFAULT, HELP)             \
   Opt<TYPE> FIELD{*this, NAME, llvm::cl::desc(HELP), llvm::cl::init(DEFAULT)};
 #define FSDP_TRAIN_LIST_OPTION(FIELD, FLAG, NAME, VALUE, HELP)                \

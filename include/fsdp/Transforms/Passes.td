@@ -42,7 +42,7 @@ def AppendLoss : Pass<"fsdp-append-loss", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"loss", "loss", "std::string", /*default=*/"\"cross_entropy\"",
+    Option<"loss", "loss", "std::string", /*default=*/"::fsdp::StepDefaults::loss()",
            "The loss: cross_entropy, mse or none (the model returns it)">,
     ListOption<"targets", "targets", "std::string",
                "Target specs NAME:DIMSxDTYPE (default: those the model file "
@@ -106,7 +106,7 @@ def GradAccum : Pass<"fsdp-grad-accum", "mlir::ModuleOp"> {
     scheduling passes and the memory model see).
   }];
   let options = [
-    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"::fsdp::StepDefaults::gradAccum()",
            "Micro-batches per optimizer step (1: no accumulation)">,
   ];
   let dependentDialects = ["::fsdp::aten::ATenDialect"];
@@ -186,44 +186,44 @@ def Optimizer : Pass<"fsdp-optimizer", "mlir::ModuleOp"> {
     the runtime writes in place when nothing else holds the old value.
   }];
   let options = [
-    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"::fsdp::StepDefaults::optimizer()",
            "sgd, adam or adamw">,
-    Option<"lr", "lr", "double", /*default=*/"1e-3", "Learning rate">,
-    Option<"momentum", "momentum", "double", /*default=*/"0.0",
+    Option<"lr", "lr", "double", /*default=*/"::fsdp::StepDefaults::lr()", "Learning rate">,
+    Option<"momentum", "momentum", "double", /*default=*/"::fsdp::StepDefaults::momentum()",
            "SGD momentum">,
-    Option<"nesterov", "nesterov", "bool", /*default=*/"false",
+    Option<"nesterov", "nesterov", "bool", /*default=*/"::fsdp::StepDefaults::nesterov()",
            "SGD with Nesterov momentum">,
-    Option<"dampening", "dampening", "double", /*default=*/"0.0",
+    Option<"dampening", "dampening", "double", /*default=*/"::fsdp::StepDefaults::dampening()",
            "SGD dampening of the momentum">,
-    Option<"maximize", "maximize", "bool", /*default=*/"false",
+    Option<"maximize", "maximize", "bool", /*default=*/"::fsdp::StepDefaults::maximize()",
            "Maximize the objective (the gradient negated)">,
-    Option<"amsgrad", "amsgrad", "bool", /*default=*/"false",
+    Option<"amsgrad", "amsgrad", "bool", /*default=*/"::fsdp::StepDefaults::amsgrad()",
            "Adam/AdamW: normalize by the running maximum of exp_avg_sq">,
-    Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",
+    Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"::fsdp::StepDefaults::maxGradNorm()",
            "Clip the gradients' total 2-norm to this (0: no clipping)">,
-    Option<"lrSchedule", "lr-schedule", "std::string", /*default=*/"\"\"",
+    Option<"lrSchedule", "lr-schedule", "std::string", /*default=*/"::fsdp::StepDefaults::lrSchedule()",
            "Learning-rate schedule: constant, linear or cosine (empty: the "
            "learning rate is a constant of the plan)">,
-    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0",
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"::fsdp::StepDefaults::warmupSteps()",
            "Steps of linear warmup from 0 to lr">,
-    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0",
+    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"::fsdp::StepDefaults::totalSteps()",
            "Steps over which linear and cosine decay to 0">,
-    Option<"weightDecay", "weight-decay", "double", /*default=*/"-1.0",
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"::fsdp::StepDefaults::weightDecay()",
            "Weight decay (negative: PyTorch's default, 0 for sgd and adam, "
            "0.01 for adamw)">,
-    Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam/AdamW beta1">,
-    Option<"beta2", "beta2", "double", /*default=*/"0.999",
+    Option<"beta1", "beta1", "double", /*default=*/"::fsdp::StepDefaults::beta1()", "Adam/AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"::fsdp::StepDefaults::beta2()",
            "Adam/AdamW beta2">,
-    Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam/AdamW epsilon">,
-    Option<"gradScaler", "grad-scaler", "bool", /*default=*/"false",
+    Option<"eps", "eps", "double", /*default=*/"::fsdp::StepDefaults::eps()", "Adam/AdamW epsilon">,
+    Option<"gradScaler", "grad-scaler", "bool", /*default=*/"::fsdp::StepDefaults::gradScaler()",
            "Dynamic loss scaling (ShardedGradScaler)">,
-    Option<"initScale", "init-scale", "double", /*default=*/"65536.0",
+    Option<"initScale", "init-scale", "double", /*default=*/"::fsdp::StepDefaults::initScale()",
            "The gradient scaler's initial scale">,
-    Option<"growthFactor", "growth-factor", "double", /*default=*/"2.0",
+    Option<"growthFactor", "growth-factor", "double", /*default=*/"::fsdp::StepDefaults::growthFactor()",
            "What the scale is multiplied by after growth-interval good steps">,
-    Option<"backoffFactor", "backoff-factor", "double", /*default=*/"0.5",
+    Option<"backoffFactor", "backoff-factor", "double", /*default=*/"::fsdp::StepDefaults::backoffFactor()",
            "What the scale is multiplied by after a step with inf/NaN">,
-    Option<"growthInterval", "growth-interval", "int64_t", /*default=*/"2000",
+    Option<"growthInterval", "growth-interval", "int64_t", /*default=*/"::fsdp::StepDefaults::growthInterval()",
            "Consecutive good steps before the scale grows">,
   ];
   let dependentDialects = ["::fsdp::aten::ATenDialect", "::fsdp::FSDPDialect"];
@@ -257,9 +257,9 @@ def AutoWrap : Pass<"fsdp-auto-wrap", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"policy", "policy", "std::string", /*default=*/"\"none\"",
+    Option<"policy", "policy", "std::string", /*default=*/"::fsdp::StepDefaults::autoWrap()",
            "size, class, modules or none">,
-    Option<"minNumParams", "min-num-params", "int64_t", /*default=*/"100000000",
+    Option<"minNumParams", "min-num-params", "int64_t", /*default=*/"::fsdp::StepDefaults::minNumParams()",
            "size: the parameter count that makes a module a unit (FSDP's "
            "default 1e8)">,
     ListOption<"wrapClasses", "wrap-class", "std::string",
@@ -301,7 +301,7 @@ def ActivationCheckpointing : Pass<"fsdp-activation-checkpointing",
     (BatchNorm's running statistics) happens once, in the forward.
   }];
   let options = [
-    Option<"allUnits", "all-units", "bool", /*default=*/"false",
+    Option<"allUnits", "all-units", "bool", /*default=*/"::fsdp::StepDefaults::activationCheckpointing()",
            "Checkpoint every FSDP unit but the root">,
     ListOption<"classes", "classes", "std::string",
                "Checkpoint the modules of these classes">,
@@ -381,15 +381,15 @@ def Shard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"sharding", "sharding-strategy", "std::string",
-           /*default=*/"\"FULL_SHARD\"",
+           /*default=*/"::fsdp::StepDefaults::sharding()",
            "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, OSS or "
            "SHARDED_DDP">,
-    Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"::fsdp::StepDefaults::worldSize()",
            "Number of ranks">,
-    Option<"shardGroupSize", "shard-group-size", "int64_t", /*default=*/"0",
+    Option<"shardGroupSize", "shard-group-size", "int64_t", /*default=*/"::fsdp::StepDefaults::shardGroupSize()",
            "HYBRID_SHARD: ranks per shard group (replicated across groups)">,
     Option<"hybridReduction", "hybrid-reduction", "std::string",
-           /*default=*/"\"ordered\"",
+           /*default=*/"::fsdp::StepDefaults::hybridReduction()",
            "HYBRID_SHARD's gradient reduction: ordered (one sum over the "
            "world in rank order) or two-stage (shard group, then replicas)">,
     Option<"reduceDtype", "reduce-dtype", "std::string", /*default=*/"\"\"",
@@ -399,7 +399,7 @@ def Shard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
                "CPU offload of these units (module paths)">,
     ListOption<"offloadOptimUnits", "offload-optim-units", "std::string",
                "CPU offload of these units' optimizer state">,
-    Option<"offloadParams", "offload-params", "bool", /*default=*/"false",
+    Option<"offloadParams", "offload-params", "bool", /*default=*/"::fsdp::StepDefaults::offloadParams()",
            "CPU offload: flat parameters (and their gradients and optimizer "
            "state) live in host memory">,
   ];
@@ -433,9 +433,9 @@ def Prefetch : Pass<"fsdp-prefetch", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"backwardPrefetch", "backward-prefetch", "std::string",
-           /*default=*/"\"BACKWARD_PRE\"",
+           /*default=*/"::fsdp::StepDefaults::backwardPrefetch()",
            "BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH">,
-    Option<"forwardPrefetch", "forward-prefetch", "bool", /*default=*/"false",
+    Option<"forwardPrefetch", "forward-prefetch", "bool", /*default=*/"::fsdp::StepDefaults::forwardPrefetch()",
            "Start the next unit's forward all-gather before the current "
            "unit's forward computation">,
   ];
@@ -455,7 +455,8 @@ def LimitAllGathers : Pass<"fsdp-limit-all-gathers", "mlir::ModuleOp"> {
     (right before their wait) are never delayed; `limit` 0 means no limit.
   }];
   let options = [
-    Option<"limit", "limit", "int64_t", /*default=*/"2",
+    Option<"limit", "limit", "int64_t",
+           /*default=*/"::fsdp::StepDefaults::limitAllGathers()",
            "Most gathered buffers in flight or alive when a prefetched "
            "all-gather starts (0: no limit)">,
   ];
@@ -478,7 +479,8 @@ def LimitReductions : Pass<"fsdp-limit-reductions", "mlir::ModuleOp"> {
     default); 0 means no bound.
   }];
   let options = [
-    Option<"limit", "limit", "int64_t", /*default=*/"2",
+    Option<"limit", "limit", "int64_t",
+           /*default=*/"::fsdp::StepDefaults::limitReductions()",
            "Most reductions in flight (0: no bound)">,
   ];
 }
