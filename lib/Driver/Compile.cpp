@@ -29,11 +29,6 @@ using namespace fsdp::driver;
 
 namespace {
 
-LogicalResult error(const llvm::Twine &message) {
-  llvm::errs() << "error: " << message << "\n";
-  return failure();
-}
-
 /// The training step's pipeline; `differentiated`: the module already has
 /// its loss and backward (a budget search ran them to choose).
 void addTrainStep(const CompileOptions &o, PassManager &pm,

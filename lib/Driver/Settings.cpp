@@ -15,12 +15,12 @@ using namespace mlir;
 using namespace fsdp;
 using namespace fsdp::driver;
 
-namespace {
-
-LogicalResult error(const llvm::Twine &message) {
+LogicalResult fsdp::driver::error(const llvm::Twine &message) {
   llvm::errs() << "error: " << message << "\n";
   return failure();
 }
+
+namespace {
 
 /// The flags that turn FSDP on: any of them given shards the step.
 constexpr const char *kFSDPFlags[] = {

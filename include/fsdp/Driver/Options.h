@@ -113,6 +113,10 @@ void toPipelineOptions(const CompileOptions &options,
 void toPipelineOptions(const CompileOptions &options,
                        FSDPPipelineOptions &pipeline);
 
+/// Prints `error: MESSAGE` (fsdp-opt's errors about its options and
+/// files) and fails.
+mlir::LogicalResult error(const llvm::Twine &message);
+
 /// The plan's name (PlanSchema.h) of a MixedPrecision dtype (bf16, fp16,
 /// fp32); "" for "" (the default).
 std::string planDtypeName(llvm::StringRef dtype);
