@@ -14,6 +14,7 @@
 #include "fsdp/Dialect/ATen/IR/ATenDialect.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 
+#include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
 #include <numeric>
@@ -314,6 +315,21 @@ struct Storage {
   bool host = false;
 };
 
+/// One ATen call, as the case analysis of its results reads it.
+struct CallSite {
+  mutable aten::CallOp op; // a handle: its accessors are not const
+  StringRef name, overload;
+  /// The first operand, if any: what views and copies are of.
+  Value self;
+  /// self's layout. A copy: defining results may grow layoutOf.
+  Layout in;
+  /// Each written argument's storage (its own, or a copy's) and layout.
+  SmallVector<std::pair<int, Layout>> written;
+  /// Backward kernels with an output mask (convolution_backward,
+  /// native_layer_norm_backward) return no tensor where it says false.
+  ArrayAttr outputMask;
+};
+
 class Simulation {
 public:
   Simulation(ModuleOp module, func::FuncOp step) : module(module), step(step) {}
@@ -338,9 +354,49 @@ private:
   void release(Value value);
   int groupSize(CommGroup group) const;
   MemoryCategory categoryOf(Operation *op, Value result) const;
-  void call(aten::CallOp op);
-  bool flashAttentionOnCpu(aten::CallOp op);
+
+  // Before the first instruction: roles, the state, the batch.
+  void noteUses(Block &body);
+  void declareState();
+  void declareInputs(Block &body);
+
+  // One instruction each: what it holds, then what dies after it.
+  LogicalResult simulateOp(Operation &op);
+  LogicalResult simulate(GetOp get);
+  LogicalResult simulate(UpdateOp update);
+  LogicalResult simulate(aten::ConstantOp constant);
+  LogicalResult simulate(aten::CallOp op);
+  LogicalResult simulate(WaitOp wait);
+  LogicalResult simulate(ViewOp view);
+  LogicalResult simulate(LocalShardOp local);
+  void freshResults(Operation *op);
+  void copyToOtherMemory(Operation *op);
+  void releaseDead(Operation &op, Operation *terminator);
+  void collectUnits();
+
+  // Collectives.
   void collective(Operation *op);
+  SmallVector<int> buffersOf(AllGatherStartOp gather);
+  SmallVector<int> buffersOf(ReduceScatterStartOp scatter);
+  SmallVector<int> buffersOf(AllReduceStartOp reduce);
+
+  // ATen calls (simulate(aten::CallOp)): one step per way a result gets
+  // its storage.
+  SmallVector<std::pair<int, Layout>> writtenArguments(aten::CallOp op);
+  void callResult(const CallSite &c, unsigned r);
+  void freshResult(aten::CallOp op, unsigned r, Layout layout);
+  void aliasResult(const CallSite &c, unsigned r, Layout layout,
+                   bool view = true);
+  void broadcastResult(const CallSite &c, unsigned r, const Dims &shape);
+  void contiguousResult(const CallSite &c, unsigned r, const Dims &shape);
+  void reshapeResult(const CallSite &c, unsigned r, const Dims &shape);
+  void conversionResult(const CallSite &c, unsigned r);
+  void dropoutResult(const CallSite &c, unsigned r);
+  void viewResult(const CallSite &c, unsigned r, const Dims &shape);
+  void lossResult(const CallSite &c, unsigned r, const Dims &shape);
+  void convolutionResult(const CallSite &c, unsigned r, const Dims &shape);
+  void kernelResult(const CallSite &c, unsigned r, const Dims &shape);
+  bool flashAttentionOnCpu(aten::CallOp op);
 
   ModuleOp module;
   func::FuncOp step;
@@ -357,6 +413,9 @@ private:
   /// Values the step reduces or hands the optimizer, and new state.
   llvm::DenseMap<Value, MemoryCategory> roles;
   llvm::DenseMap<Value, Operation *> lastUse;
+  /// The state, as fsdp-run holds it between steps: one storage per entry.
+  llvm::StringMap<int> state;
+  llvm::StringMap<Type> stateType;
   int64_t live = 0;
   int64_t hostLive = 0; // CPU offload: bytes live in host memory
   llvm::DenseSet<Value> hostSet; // the step's values in host memory
@@ -467,407 +526,577 @@ bool Simulation::flashAttentionOnCpu(aten::CallOp op) {
   return true;
 }
 
+//===----------------------------------------------------------------------===//
+// ATen calls
+//===----------------------------------------------------------------------===//
+
+/// The operand index of each schema argument position of `op`.
+SmallVector<int64_t> firstOperands(aten::CallOp op) {
+  SmallVector<int64_t> firstOperand;
+  int64_t next = 0;
+  for (Attribute arg : op.getArgs()) {
+    firstOperand.push_back(next);
+    next += aten::numOperandsOf(arg);
+  }
+  return firstOperand;
+}
+
+/// The output mask of a backward kernel that has one: its last argument, a
+/// list of one bool per schema result.
+ArrayAttr outputMaskOf(aten::CallOp op) {
+  if (op.getArgs().empty())
+    return ArrayAttr();
+  auto last = dyn_cast<ArrayAttr>(op.getArgs()[op.getArgs().size() - 1]);
+  if (last && last.size() == op.getNumSchemaResults() && !last.empty() &&
+      llvm::all_of(last, [](Attribute a) { return isa<BoolAttr>(a); }))
+    return last;
+  return ArrayAttr();
+}
+
+/// The layout of `shape` viewing `in`'s storage, or contiguous strides
+/// where no view can.
+Layout viewedLayout(const Layout &in, const Dims &shape) {
+  std::optional<Dims> strides = viewStrides(in, shape);
+  return Layout{shape, strides ? *strides : contiguousStrides(shape)};
+}
+
+/// `from` expanded to `shape`: stride 0 along the broadcast dimensions.
+Layout expandedLayout(const Layout &from, const Dims &shape) {
+  Layout layout{shape, Dims(shape.size(), 0)};
+  size_t offset = shape.size() - from.sizes.size();
+  for (size_t d = 0; d < from.sizes.size(); ++d)
+    if (from.sizes[d] == shape[offset + d])
+      layout.strides[offset + d] = from.strides[d];
+  return layout;
+}
+
+/// View ops whose result permutes the input's dimensions.
+bool isPermutation(StringRef name) {
+  return name == "aten::t" || name == "aten::transpose" ||
+         name == "aten::swapaxes" || name == "aten::swapdims" ||
+         name == "aten::numpy_T" || name == "aten::mT" ||
+         name == "aten::adjoint" || name == "aten::matrix_H" ||
+         name == "aten::mH" || name == "aten::permute" ||
+         name == "aten::movedim";
+}
+
+/// aten::movedim's permutation: the result's dims, moved ones at their
+/// destinations, the others in order.
+SmallVector<int64_t> movedimPermutation(aten::CallOp op, size_t rank) {
+  SmallVector<int64_t> src, dst;
+  if (auto s = intArg(op, 1); s && intArg(op, 2)) {
+    src.push_back(wrapDim(*s, rank));
+    dst.push_back(wrapDim(*intArg(op, 2), rank));
+  } else if (auto sa = dyn_cast<ArrayAttr>(op.getArgs()[1])) {
+    for (auto [a, b] : llvm::zip(sa, cast<ArrayAttr>(op.getArgs()[2]))) {
+      src.push_back(wrapDim(cast<IntegerAttr>(a).getInt(), rank));
+      dst.push_back(wrapDim(cast<IntegerAttr>(b).getInt(), rank));
+    }
+  }
+  SmallVector<int64_t> result(rank, -1);
+  for (auto [s, d] : llvm::zip(src, dst))
+    result[d] = s;
+  size_t next = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    if (result[d] >= 0)
+      continue;
+    while (llvm::is_contained(src, static_cast<int64_t>(next)))
+      ++next;
+    result[d] = next++;
+  }
+  return result;
+}
+
+/// The input dimension each result dimension of a permuting view is.
+SmallVector<int64_t> permutation(aten::CallOp op, StringRef name,
+                                 size_t rank) {
+  SmallVector<int64_t> perm(rank);
+  std::iota(perm.begin(), perm.end(), 0);
+  if (name == "aten::permute") {
+    if (auto dims = dyn_cast<ArrayAttr>(op.getArgs()[1]))
+      for (size_t d = 0; d < rank && d < dims.size(); ++d)
+        perm[d] = wrapDim(cast<IntegerAttr>(dims[d]).getInt(), rank);
+    return perm;
+  }
+  if (name == "aten::movedim")
+    return movedimPermutation(op, rank);
+  if (rank < 2)
+    return perm;
+  int64_t d0 = rank - 2, d1 = rank - 1;
+  if (name == "aten::transpose" || name == "aten::swapaxes" ||
+      name == "aten::swapdims") {
+    d0 = wrapDim(intArg(op, 1).value_or(0), rank);
+    d1 = wrapDim(intArg(op, 2).value_or(1), rank);
+  } else if (name == "aten::numpy_T") {
+    std::reverse(perm.begin(), perm.end());
+    d0 = d1 = 0;
+  }
+  std::swap(perm[d0], perm[d1]);
+  return perm;
+}
+
+Layout unfoldLayout(aten::CallOp op, const Layout &in, const Dims &shape) {
+  int64_t dim = wrapDim(intArg(op, 1).value_or(0), in.sizes.size());
+  int64_t stepSize = intArg(op, 3).value_or(1);
+  Layout layout;
+  layout.sizes = shape;
+  layout.strides = in.strides;
+  if (in.sizes.empty()) {
+    layout.strides = {1};
+  } else {
+    layout.strides[dim] *= stepSize;
+    layout.strides.push_back(in.strides[dim]);
+  }
+  return layout;
+}
+
+Layout diagonalLayout(aten::CallOp op, const Layout &in, const Dims &shape) {
+  size_t rank = in.sizes.size();
+  int64_t d1 = wrapDim(intArg(op, 2).value_or(0), rank);
+  int64_t d2 = wrapDim(intArg(op, 3).value_or(1), rank);
+  Layout layout;
+  for (size_t d = 0; d < rank; ++d)
+    if (static_cast<int64_t>(d) != d1 && static_cast<int64_t>(d) != d2)
+      layout.strides.push_back(in.strides[d]);
+  layout.strides.push_back(in.strides[d1] + in.strides[d2]);
+  layout.sizes = shape;
+  return layout;
+}
+
+Layout asStridedLayout(aten::CallOp op, const Dims &shape) {
+  Layout layout;
+  layout.sizes = shape;
+  if (auto strides = dyn_cast<ArrayAttr>(op.getArgs()[2]))
+    for (Attribute s : strides)
+      layout.strides.push_back(cast<IntegerAttr>(s).getInt());
+  else
+    layout.strides = contiguousStrides(shape);
+  return layout;
+}
+
+/// The layout of view op `name`'s result of `shape` over `in`. It may have
+/// the wrong rank where the op's arguments are not what they should be.
+Layout viewLayout(aten::CallOp op, StringRef name, const Layout &in,
+                  const Dims &shape) {
+  if (isPermutation(name)) {
+    Layout layout;
+    layout.sizes = shape;
+    for (int64_t d : permutation(op, name, in.sizes.size()))
+      layout.strides.push_back(in.strides[d]);
+    return layout;
+  }
+  if (name == "aten::expand" || name == "aten::expand_as" ||
+      name == "aten::broadcast_to")
+    return expandedLayout(in, shape);
+  if (name == "aten::select" || name == "aten::unbind") {
+    int64_t dim = wrapDim(intArg(op, 1).value_or(0), in.sizes.size());
+    Layout layout = in;
+    layout.sizes.erase(layout.sizes.begin() + dim);
+    layout.strides.erase(layout.strides.begin() + dim);
+    return layout;
+  }
+  if (name == "aten::slice") {
+    int64_t dim = wrapDim(intArg(op, 1).value_or(0), in.sizes.size());
+    Layout layout = in;
+    layout.sizes = shape;
+    layout.strides[dim] *= intArg(op, 4).value_or(1);
+    return layout;
+  }
+  if (name == "aten::narrow" || name == "aten::split" ||
+      name == "aten::unsafe_split" ||
+      name == "aten::unsafe_split_with_sizes" ||
+      name == "aten::unsafe_chunk" || name == "aten::split_with_sizes" ||
+      name == "aten::chunk" || name == "aten::tensor_split" ||
+      name == "aten::hsplit" || name == "aten::vsplit" ||
+      name == "aten::dsplit")
+    return Layout{shape, in.strides};
+  if (name == "aten::unfold")
+    return unfoldLayout(op, in, shape);
+  if (name == "aten::diagonal")
+    return diagonalLayout(op, in, shape);
+  if (name == "aten::as_strided")
+    return asStridedLayout(op, shape);
+  if (shape == in.sizes)
+    return in; // detach, alias, view.dtype of a same-size type
+  return viewedLayout(in, shape); // view, unflatten, squeeze, unsqueeze, ...
+}
+
+/// Losses that reduce their pointwise result in its own buffer: the
+/// scalar keeps the unreduced storage (ATen's apply_loss_reduction).
+bool reducesInOwnBuffer(aten::CallOp op, StringRef name) {
+  return (name == "aten::mse_loss" || name == "aten::smooth_l1_loss" ||
+          name == "aten::binary_cross_entropy" ||
+          name == "aten::soft_margin_loss") &&
+         intArg(op, op.getArgs().size() -
+                        (name == "aten::smooth_l1_loss" ? 2 : 1))
+                 .value_or(0) != 0;
+}
+
+Dims resultShape(aten::CallOp op, unsigned r) {
+  return Dims(cast<RankedTensorType>(op.getResult(r).getType()).getShape());
+}
+
 /// The results of a call: each shares an operand's storage (a view, or an
 /// op that returns its input when it can) or has a storage of its own, laid
 /// out as ATen lays it out.
-void Simulation::call(aten::CallOp op) {
-  StringRef name = op.getOpName();
-  StringRef overload = op.getOverload();
+LogicalResult Simulation::simulate(aten::CallOp op) {
+  CallSite c;
+  c.op = op;
+  c.name = op.getOpName();
+  c.overload = op.getOverload();
+  c.self = op.getNumOperands() ? op.getOperand(0) : Value();
+  c.in = c.self ? layoutOf.lookup(c.self) : Layout();
+  c.written = writtenArguments(op);
+  c.outputMask = outputMaskOf(op);
   unsigned numSchema = op.getNumSchemaResults();
-  Value self = op.getNumOperands() ? op.getOperand(0) : Value();
-  // A copy: defining results may grow layoutOf.
-  const Layout input = self ? layoutOf.lookup(self) : Layout();
-  const Layout *in = &input;
-
-  // The written arguments: in place where the argument dies here, is passed
-  // once, and nothing else holds its storage; else into a copy.
-  SmallVector<std::pair<int, Layout>> written;
-  if (auto mutates = op.getMutates()) {
-    // Operand index of each schema argument position.
-    SmallVector<int64_t> firstOperand;
-    int64_t next = 0;
-    for (Attribute arg : op.getArgs()) {
-      firstOperand.push_back(next);
-      next += aten::numOperandsOf(arg);
-    }
-    for (int64_t a : *mutates) {
-      Value arg = op.getOperand(firstOperand[a]);
-      const Layout &layout = layoutOf[arg];
-      int storage = storageOf.lookup(arg);
-      bool dies = lastUse.lookup(arg) == op.getOperation() &&
-                  !llvm::is_contained(step.getBody().front().getTerminator()
-                                          ->getOperands(),
-                                      arg);
-      bool once = llvm::count(op.getOperands(), arg) == 1;
-      if (dies && once && storages[storage].refs == 1 && !views.contains(arg) &&
-          !storages[storage].pinned) {
-        written.push_back({storage, layout});
-      } else {
-        Value result = op.getResult(numSchema + written.size());
-        int copy = fresh(tensorBytes(arg.getType()), categoryOf(op, result));
-        written.push_back({copy, preservedLayout(layout)});
-      }
-    }
-  }
-
-  auto shapeOf = [&](unsigned r) {
-    return Dims(cast<RankedTensorType>(op.getResult(r).getType()).getShape());
-  };
-  auto freshResult = [&](unsigned r, Layout layout) {
-    Value result = op.getResult(r);
-    define(result, fresh(tensorBytes(result.getType()), categoryOf(op, result)),
-           std::move(layout));
-  };
-  auto aliasResult = [&](unsigned r, Layout layout, bool view = true) {
-    define(op.getResult(r), storageOf.lookup(self), std::move(layout));
-    if (view)
-      views.insert(op.getResult(r));
-  };
-  auto viewed = [&](unsigned r) {
-    Dims shape = shapeOf(r);
-    std::optional<Dims> strides = viewStrides(*in, shape);
-    return Layout{shape, strides ? *strides : contiguousStrides(shape)};
-  };
-
-  // Backward kernels with an output mask (convolution_backward,
-  // native_layer_norm_backward) return no tensor where it says false.
-  ArrayAttr outputMask;
-  if (!op.getArgs().empty())
-    if (auto last = dyn_cast<ArrayAttr>(op.getArgs()[op.getArgs().size() - 1]);
-        last && last.size() == numSchema && !last.empty() &&
-        llvm::all_of(last, [](Attribute a) { return isa<BoolAttr>(a); }))
-      outputMask = last;
-
-  for (unsigned r = 0; r < numSchema; ++r) {
-    Dims shape = shapeOf(r);
-    if (outputMask && !cast<BoolAttr>(outputMask[r]).getValue()) {
-      Value result = op.getResult(r);
-      define(result, fresh(0, categoryOf(op, result)), contiguous(shape));
-      continue;
-    }
-    // broadcast_tensors: each result expands its own operand.
-    if (name == "aten::broadcast_tensors") {
-      const Layout &from = layoutOf[op.getOperand(r)];
-      Layout layout{shape, Dims(shape.size(), 0)};
-      size_t offset = shape.size() - from.sizes.size();
-      for (size_t d = 0; d < from.sizes.size(); ++d)
-        if (from.sizes[d] == shape[offset + d])
-          layout.strides[offset + d] = from.strides[d];
-      define(op.getResult(r), storageOf.lookup(op.getOperand(r)),
-             std::move(layout));
-      views.insert(op.getResult(r));
-      continue;
-    }
-    // In-place and out= ops return what they write.
-    if (!written.empty() && (name.ends_with("_") || overload.ends_with(".out"))) {
-      auto &[storage, layout] = written[std::min<size_t>(r, written.size() - 1)];
-      define(op.getResult(r), storage, layout);
-      continue;
-    }
-    if (!self) {
-      freshResult(r, contiguous(shape));
-      continue;
-    }
-    // Ops that share their input's storage when they can.
-    if (name == "aten::contiguous") {
-      if (isContiguous(*in))
-        aliasResult(r, *in, views.contains(self)); // the input itself
-      else
-        freshResult(r, contiguous(shape));
-      continue;
-    }
-    if (name == "aten::reshape" || name == "aten::reshape_as" ||
-        overload == "aten::flatten.using_ints") {
-      // flatten of one dimension returns its input itself.
-      bool itself = overload == "aten::flatten.using_ints" &&
-                    intArg(op, 1) && intArg(op, 2) &&
-                    wrapDim(*intArg(op, 1), in->sizes.size()) ==
-                        wrapDim(*intArg(op, 2), in->sizes.size()) &&
-                    !in->sizes.empty();
-      if (std::optional<Dims> strides = viewStrides(*in, shape))
-        aliasResult(r, Layout{shape, *strides},
-                    !itself || views.contains(self));
-      else
-        freshResult(r, contiguous(shape));
-      continue;
-    }
-    if (name == "aten::to" || name == "aten::type_as") {
-      size_t copyArg = overload == "aten::to.dtype"          ? 3
-                       : overload == "aten::to.other"        ? 3
-                       : overload == "aten::to.device"       ? 4
-                       : overload == "aten::to.dtype_layout" ? 6
-                                                             : SIZE_MAX;
-      bool sameType = cast<RankedTensorType>(self.getType()).getElementType() ==
-                      cast<RankedTensorType>(op.getResult(r).getType())
-                          .getElementType();
-      if (sameType && !boolArg(op, copyArg, false))
-        aliasResult(r, *in, views.contains(self));
-      else
-        freshResult(r, preservedLayout(*in));
-      continue;
-    }
-    if (name == "aten::dropout" || name == "aten::feature_dropout" ||
-        name == "aten::alpha_dropout" ||
-        name == "aten::feature_alpha_dropout") {
-      // On the CPU, an identity dropout returns its input.
-      std::optional<double> p = floatArg(op, 1);
-      if (!boolArg(op, 2, true) || (p && *p == 0.0) || numel(in->sizes) == 0)
-        aliasResult(r, *in, views.contains(self));
-      else
-        freshResult(r, preservedLayout(*in));
-      continue;
-    }
-    // View ops: always the input's storage.
-    if (aten::hasFact(overload, aten::OpFact::View)) {
-      Layout layout;
-      if (name == "aten::t" || name == "aten::transpose" ||
-          name == "aten::swapaxes" || name == "aten::swapdims" ||
-          name == "aten::numpy_T" || name == "aten::mT" ||
-          name == "aten::adjoint" || name == "aten::matrix_H" ||
-          name == "aten::mH" || name == "aten::permute" ||
-          name == "aten::movedim") {
-        // A permutation of the input's dimensions.
-        size_t rank = in->sizes.size();
-        SmallVector<int64_t> perm(rank);
-        std::iota(perm.begin(), perm.end(), 0);
-        if (name == "aten::permute") {
-          if (auto dims = dyn_cast<ArrayAttr>(op.getArgs()[1]))
-            for (size_t d = 0; d < rank && d < dims.size(); ++d)
-              perm[d] = wrapDim(cast<IntegerAttr>(dims[d]).getInt(), rank);
-        } else if (name == "aten::movedim") {
-          // The result's dims: moved ones at their destinations, the
-          // others in order.
-          SmallVector<int64_t> src, dst;
-          if (auto s = intArg(op, 1); s && intArg(op, 2)) {
-            src.push_back(wrapDim(*s, rank));
-            dst.push_back(wrapDim(*intArg(op, 2), rank));
-          } else if (auto sa = dyn_cast<ArrayAttr>(op.getArgs()[1])) {
-            for (auto [a, b] :
-                 llvm::zip(sa, cast<ArrayAttr>(op.getArgs()[2]))) {
-              src.push_back(wrapDim(cast<IntegerAttr>(a).getInt(), rank));
-              dst.push_back(wrapDim(cast<IntegerAttr>(b).getInt(), rank));
-            }
-          }
-          SmallVector<int64_t> result(rank, -1);
-          for (auto [s, d] : llvm::zip(src, dst))
-            result[d] = s;
-          size_t next = 0;
-          for (size_t d = 0; d < rank; ++d) {
-            if (result[d] >= 0)
-              continue;
-            while (llvm::is_contained(src, static_cast<int64_t>(next)))
-              ++next;
-            result[d] = next++;
-          }
-          perm.assign(result.begin(), result.end());
-        } else if (rank >= 2) {
-          int64_t d0 = rank - 2, d1 = rank - 1;
-          if (name == "aten::transpose" || name == "aten::swapaxes" ||
-              name == "aten::swapdims") {
-            d0 = wrapDim(intArg(op, 1).value_or(0), rank);
-            d1 = wrapDim(intArg(op, 2).value_or(1), rank);
-          } else if (name == "aten::numpy_T") {
-            std::reverse(perm.begin(), perm.end());
-            d0 = d1 = 0;
-          }
-          std::swap(perm[d0], perm[d1]);
-        }
-        layout.sizes = shape;
-        for (int64_t d : perm)
-          layout.strides.push_back(in->strides[d]);
-      } else if (name == "aten::expand" || name == "aten::expand_as" ||
-                 name == "aten::broadcast_to") {
-        layout.sizes = shape;
-        layout.strides.assign(shape.size(), 0);
-        size_t offset = shape.size() - in->sizes.size();
-        for (size_t d = 0; d < in->sizes.size(); ++d)
-          if (in->sizes[d] == shape[offset + d])
-            layout.strides[offset + d] = in->strides[d];
-      } else if (name == "aten::select" || name == "aten::unbind") {
-        int64_t dim = wrapDim(intArg(op, 1).value_or(0), in->sizes.size());
-        layout = *in;
-        layout.sizes.erase(layout.sizes.begin() + dim);
-        layout.strides.erase(layout.strides.begin() + dim);
-      } else if (name == "aten::slice") {
-        int64_t dim = wrapDim(intArg(op, 1).value_or(0), in->sizes.size());
-        layout = *in;
-        layout.sizes = shape;
-        layout.strides[dim] *= intArg(op, 4).value_or(1);
-      } else if (name == "aten::narrow" || name == "aten::split" ||
-                 name == "aten::unsafe_split" ||
-                 name == "aten::unsafe_split_with_sizes" ||
-                 name == "aten::unsafe_chunk" ||
-                 name == "aten::split_with_sizes" || name == "aten::chunk" ||
-                 name == "aten::tensor_split" || name == "aten::hsplit" ||
-                 name == "aten::vsplit" || name == "aten::dsplit") {
-        layout = Layout{shape, in->strides};
-      } else if (name == "aten::unfold") {
-        int64_t dim = wrapDim(intArg(op, 1).value_or(0), in->sizes.size());
-        int64_t stepSize = intArg(op, 3).value_or(1);
-        layout.sizes = shape;
-        layout.strides = in->strides;
-        if (in->sizes.empty()) {
-          layout.strides = {1};
-        } else {
-          layout.strides[dim] *= stepSize;
-          layout.strides.push_back(in->strides[dim]);
-        }
-      } else if (name == "aten::diagonal") {
-        size_t rank = in->sizes.size();
-        int64_t d1 = wrapDim(intArg(op, 2).value_or(0), rank);
-        int64_t d2 = wrapDim(intArg(op, 3).value_or(1), rank);
-        for (size_t d = 0; d < rank; ++d)
-          if (static_cast<int64_t>(d) != d1 && static_cast<int64_t>(d) != d2)
-            layout.strides.push_back(in->strides[d]);
-        layout.strides.push_back(in->strides[d1] + in->strides[d2]);
-        layout.sizes = shape;
-      } else if (name == "aten::as_strided") {
-        layout.sizes = shape;
-        if (auto strides = dyn_cast<ArrayAttr>(op.getArgs()[2]))
-          for (Attribute s : strides)
-            layout.strides.push_back(cast<IntegerAttr>(s).getInt());
-        else
-          layout.strides = contiguousStrides(shape);
-      } else if (shape == in->sizes) {
-        layout = *in; // detach, alias, view.dtype of a same-size type
-      } else {
-        layout = viewed(r); // view, unflatten, squeeze, unsqueeze, ...
-      }
-      if (layout.strides.size() != shape.size())
-        layout = viewed(r);
-      // Views keep their base alive (autograd's view metadata), so their
-      // storage is never written in place. detach's and the "unsafe" ops'
-      // results share the storage without that metadata: they are views
-      // only where their input is one.
-      bool untracked = name == "aten::detach" || name == "aten::lift_fresh" ||
-                       name == "aten::_unsafe_view" ||
-                       name == "aten::unsafe_split" ||
-                       name == "aten::unsafe_split_with_sizes" ||
-                       name == "aten::unsafe_chunk";
-      aliasResult(r, std::move(layout), !untracked || views.contains(self));
-      continue;
-    }
-    // Losses that reduce their pointwise result in its own buffer: the
-    // scalar keeps the unreduced storage (ATen's apply_loss_reduction).
-    if ((name == "aten::mse_loss" || name == "aten::smooth_l1_loss" ||
-         name == "aten::binary_cross_entropy" ||
-         name == "aten::soft_margin_loss") &&
-        intArg(op, op.getArgs().size() - (name == "aten::smooth_l1_loss" ? 2 : 1))
-                .value_or(0) != 0) {
-      Value result = op.getResult(r);
-      // The unreduced loss has the broadcast shape of self and target.
-      Dims target(cast<RankedTensorType>(op.getOperand(1).getType()).getShape());
-      Dims broadcast = in->sizes.size() >= target.size() ? in->sizes : target;
-      const Dims &other = in->sizes.size() >= target.size() ? target : in->sizes;
-      for (size_t d = 0; d < other.size(); ++d) {
-        int64_t &b = broadcast[broadcast.size() - other.size() + d];
-        b = std::max(b, other[d]);
-      }
-      int64_t unreduced = numel(broadcast) *
-                          elementBytes(cast<RankedTensorType>(result.getType())
-                                           .getElementType());
-      define(result, fresh(unreduced, categoryOf(op, result)),
-             contiguous(shape));
-      continue;
-    }
-    // Convolutions compute in NHWC where their input or weight is laid out
-    // so (ATen's mkldnn_conv_use_channels_last): their output, and in the
-    // backward the input's and weight's gradients.
-    if ((name == "aten::_convolution" || name == "aten::convolution" ||
-         name == "aten::conv2d" || name == "aten::convolution_backward") &&
-        shape.size() == 4) {
-      unsigned first = name == "aten::convolution_backward" ? 1 : 0;
-      bool nhwc = op.getNumOperands() > first + 1 &&
-                  (isChannelsLastLike(layoutOf[op.getOperand(first)]) ||
-                   isChannelsLastLike(layoutOf[op.getOperand(first + 1)]));
-      freshResult(r, nhwc ? channelsLast(shape) : contiguous(shape));
-      continue;
-    }
-    if (name == "aten::scaled_dot_product_attention" && r == 0 &&
-        shape.size() == 4) {
-      freshResult(r, flashAttentionOnCpu(op)
-                         ? preservedLayout(layoutOf[op.getOperand(0)])
-                         : contiguous(shape));
-      continue;
-    }
-    // A kernel's own result.
-    if (aten::hasFact(name, aten::OpFact::Pointwise)) {
-      SmallVector<const Layout *> operands;
-      for (Value operand : op.getOperands())
-        operands.push_back(&layoutOf[operand]);
-      freshResult(r, tensorIteratorLayout(shape, operands));
-    } else if (aten::hasFact(name, aten::OpFact::PreservesLayout) &&
-               in->sizes == shape) {
-      freshResult(r, preservedLayout(*in));
-    } else if (auto strides = resultStrides(op, r)) {
-      // Laid out as the importer's meta call laid it out (dense, permuted).
-      freshResult(r, Layout{shape, *strides});
-    } else {
-      freshResult(r, contiguous(shape));
-    }
-  }
-  for (auto [k, w] : llvm::enumerate(written))
+  for (unsigned r = 0; r < numSchema; ++r)
+    callResult(c, r);
+  for (auto [k, w] : llvm::enumerate(c.written))
     define(op.getResult(numSchema + k), w.first, w.second);
+  return success();
 }
+
+/// The written arguments: in place where the argument dies here, is passed
+/// once, and nothing else holds its storage; else into a copy.
+SmallVector<std::pair<int, Layout>>
+Simulation::writtenArguments(aten::CallOp op) {
+  SmallVector<std::pair<int, Layout>> written;
+  auto mutates = op.getMutates();
+  if (!mutates)
+    return written;
+  SmallVector<int64_t> firstOperand = firstOperands(op);
+  Operation *terminator = step.getBody().front().getTerminator();
+  for (int64_t a : *mutates) {
+    Value arg = op.getOperand(firstOperand[a]);
+    const Layout &layout = layoutOf[arg];
+    int storage = storageOf.lookup(arg);
+    bool dies = lastUse.lookup(arg) == op.getOperation() &&
+                !llvm::is_contained(terminator->getOperands(), arg);
+    bool once = llvm::count(op.getOperands(), arg) == 1;
+    if (dies && once && storages[storage].refs == 1 && !views.contains(arg) &&
+        !storages[storage].pinned) {
+      written.push_back({storage, layout});
+    } else {
+      Value result = op.getResult(op.getNumSchemaResults() + written.size());
+      int copy = fresh(tensorBytes(arg.getType()), categoryOf(op, result));
+      written.push_back({copy, preservedLayout(layout)});
+    }
+  }
+  return written;
+}
+
+/// Schema result `r` of a call: the first case that applies decides.
+void Simulation::callResult(const CallSite &c, unsigned r) {
+  StringRef name = c.name, overload = c.overload;
+  Dims shape = resultShape(c.op, r);
+  if (c.outputMask && !cast<BoolAttr>(c.outputMask[r]).getValue()) {
+    Value result = c.op.getResult(r);
+    define(result, fresh(0, categoryOf(c.op, result)), contiguous(shape));
+    return;
+  }
+  if (name == "aten::broadcast_tensors")
+    return broadcastResult(c, r, shape);
+  // In-place and out= ops return what they write.
+  if (!c.written.empty() &&
+      (name.ends_with("_") || overload.ends_with(".out"))) {
+    auto &[storage, layout] =
+        c.written[std::min<size_t>(r, c.written.size() - 1)];
+    define(c.op.getResult(r), storage, layout);
+    return;
+  }
+  if (!c.self)
+    return freshResult(c.op, r, contiguous(shape));
+  // Ops that share their input's storage when they can.
+  if (name == "aten::contiguous")
+    return contiguousResult(c, r, shape);
+  if (name == "aten::reshape" || name == "aten::reshape_as" ||
+      overload == "aten::flatten.using_ints")
+    return reshapeResult(c, r, shape);
+  if (name == "aten::to" || name == "aten::type_as")
+    return conversionResult(c, r);
+  if (name == "aten::dropout" || name == "aten::feature_dropout" ||
+      name == "aten::alpha_dropout" || name == "aten::feature_alpha_dropout")
+    return dropoutResult(c, r);
+  // View ops: always the input's storage.
+  if (aten::hasFact(overload, aten::OpFact::View))
+    return viewResult(c, r, shape);
+  if (reducesInOwnBuffer(c.op, name))
+    return lossResult(c, r, shape);
+  if ((name == "aten::_convolution" || name == "aten::convolution" ||
+       name == "aten::conv2d" || name == "aten::convolution_backward") &&
+      shape.size() == 4)
+    return convolutionResult(c, r, shape);
+  if (name == "aten::scaled_dot_product_attention" && r == 0 &&
+      shape.size() == 4)
+    return freshResult(c.op, r,
+                       flashAttentionOnCpu(c.op)
+                           ? preservedLayout(layoutOf[c.op.getOperand(0)])
+                           : contiguous(shape));
+  kernelResult(c, r, shape);
+}
+
+void Simulation::freshResult(aten::CallOp op, unsigned r, Layout layout) {
+  Value result = op.getResult(r);
+  define(result, fresh(tensorBytes(result.getType()), categoryOf(op, result)),
+         std::move(layout));
+}
+
+/// A result that shares self's storage; a view of it unless `view` is false.
+void Simulation::aliasResult(const CallSite &c, unsigned r, Layout layout,
+                             bool view) {
+  define(c.op.getResult(r), storageOf.lookup(c.self), std::move(layout));
+  if (view)
+    views.insert(c.op.getResult(r));
+}
+
+/// broadcast_tensors: each result expands its own operand.
+void Simulation::broadcastResult(const CallSite &c, unsigned r,
+                                 const Dims &shape) {
+  Value operand = c.op.getOperand(r);
+  Layout layout = expandedLayout(layoutOf[operand], shape);
+  define(c.op.getResult(r), storageOf.lookup(operand), std::move(layout));
+  views.insert(c.op.getResult(r));
+}
+
+void Simulation::contiguousResult(const CallSite &c, unsigned r,
+                                  const Dims &shape) {
+  if (isContiguous(c.in))
+    aliasResult(c, r, c.in, views.contains(c.self)); // the input itself
+  else
+    freshResult(c.op, r, contiguous(shape));
+}
+
+void Simulation::reshapeResult(const CallSite &c, unsigned r,
+                               const Dims &shape) {
+  // flatten of one dimension returns its input itself.
+  const Layout &in = c.in;
+  bool itself = c.overload == "aten::flatten.using_ints" &&
+                intArg(c.op, 1) && intArg(c.op, 2) &&
+                wrapDim(*intArg(c.op, 1), in.sizes.size()) ==
+                    wrapDim(*intArg(c.op, 2), in.sizes.size()) &&
+                !in.sizes.empty();
+  if (std::optional<Dims> strides = viewStrides(in, shape))
+    aliasResult(c, r, Layout{shape, *strides},
+                !itself || views.contains(c.self));
+  else
+    freshResult(c.op, r, contiguous(shape));
+}
+
+/// aten::to and aten::type_as: the input itself where the dtype stays and
+/// no copy is asked for.
+void Simulation::conversionResult(const CallSite &c, unsigned r) {
+  StringRef overload = c.overload;
+  size_t copyArg = overload == "aten::to.dtype"          ? 3
+                   : overload == "aten::to.other"        ? 3
+                   : overload == "aten::to.device"       ? 4
+                   : overload == "aten::to.dtype_layout" ? 6
+                                                         : SIZE_MAX;
+  bool sameType = cast<RankedTensorType>(c.self.getType()).getElementType() ==
+                  cast<RankedTensorType>(c.op.getResult(r).getType())
+                      .getElementType();
+  if (sameType && !boolArg(c.op, copyArg, false))
+    aliasResult(c, r, c.in, views.contains(c.self));
+  else
+    freshResult(c.op, r, preservedLayout(c.in));
+}
+
+void Simulation::dropoutResult(const CallSite &c, unsigned r) {
+  // On the CPU, an identity dropout returns its input.
+  std::optional<double> p = floatArg(c.op, 1);
+  if (!boolArg(c.op, 2, true) || (p && *p == 0.0) || numel(c.in.sizes) == 0)
+    aliasResult(c, r, c.in, views.contains(c.self));
+  else
+    freshResult(c.op, r, preservedLayout(c.in));
+}
+
+void Simulation::viewResult(const CallSite &c, unsigned r, const Dims &shape) {
+  StringRef name = c.name;
+  Layout layout = viewLayout(c.op, name, c.in, shape);
+  if (layout.strides.size() != shape.size())
+    layout = viewedLayout(c.in, shape);
+  // Views keep their base alive (autograd's view metadata), so their
+  // storage is never written in place. detach's and the "unsafe" ops'
+  // results share the storage without that metadata: they are views
+  // only where their input is one.
+  bool untracked = name == "aten::detach" || name == "aten::lift_fresh" ||
+                   name == "aten::_unsafe_view" ||
+                   name == "aten::unsafe_split" ||
+                   name == "aten::unsafe_split_with_sizes" ||
+                   name == "aten::unsafe_chunk";
+  aliasResult(c, r, std::move(layout), !untracked || views.contains(c.self));
+}
+
+/// A loss reduced in its own buffer (reducesInOwnBuffer): the scalar holds
+/// the unreduced loss's storage.
+void Simulation::lossResult(const CallSite &c, unsigned r, const Dims &shape) {
+  Value result = c.op.getResult(r);
+  // The unreduced loss has the broadcast shape of self and target.
+  Dims target(cast<RankedTensorType>(c.op.getOperand(1).getType()).getShape());
+  const Dims &sizes = c.in.sizes;
+  Dims broadcast = sizes.size() >= target.size() ? sizes : target;
+  const Dims &other = sizes.size() >= target.size() ? target : sizes;
+  for (size_t d = 0; d < other.size(); ++d) {
+    int64_t &b = broadcast[broadcast.size() - other.size() + d];
+    b = std::max(b, other[d]);
+  }
+  int64_t unreduced =
+      numel(broadcast) *
+      elementBytes(cast<RankedTensorType>(result.getType()).getElementType());
+  define(result, fresh(unreduced, categoryOf(c.op, result)),
+         contiguous(shape));
+}
+
+/// Convolutions compute in NHWC where their input or weight is laid out so
+/// (ATen's mkldnn_conv_use_channels_last): their output, and in the
+/// backward the input's and weight's gradients.
+void Simulation::convolutionResult(const CallSite &c, unsigned r,
+                                   const Dims &shape) {
+  unsigned first = c.name == "aten::convolution_backward" ? 1 : 0;
+  bool nhwc = c.op.getNumOperands() > first + 1 &&
+              (isChannelsLastLike(layoutOf[c.op.getOperand(first)]) ||
+               isChannelsLastLike(layoutOf[c.op.getOperand(first + 1)]));
+  freshResult(c.op, r, nhwc ? channelsLast(shape) : contiguous(shape));
+}
+
+/// A kernel's own result.
+void Simulation::kernelResult(const CallSite &c, unsigned r,
+                              const Dims &shape) {
+  if (aten::hasFact(c.name, aten::OpFact::Pointwise)) {
+    SmallVector<const Layout *> operands;
+    for (Value operand : c.op.getOperands())
+      operands.push_back(&layoutOf[operand]);
+    freshResult(c.op, r, tensorIteratorLayout(shape, operands));
+  } else if (aten::hasFact(c.name, aten::OpFact::PreservesLayout) &&
+             c.in.sizes == shape) {
+    freshResult(c.op, r, preservedLayout(c.in));
+  } else if (auto strides = resultStrides(c.op, r)) {
+    // Laid out as the importer's meta call laid it out (dense, permuted).
+    freshResult(c.op, r, Layout{shape, *strides});
+  } else {
+    freshResult(c.op, r, contiguous(shape));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
 
 /// What a collective holds from its start to its wait, as the runtime's
 /// communicators hold it.
 void Simulation::collective(Operation *op) {
-  SmallVector<int> buffers;
-  auto input = [&](Value v) -> std::pair<int, Layout> {
-    return {storageOf.lookup(v), layoutOf.lookup(v)};
-  };
-  Value future = op->getResult(0);
-  Type resultType = cast<FutureType>(future.getType()).getTensorType();
-  if (isa<AllGatherStartOp>(op)) {
-    // Its output buffer (a copy of the shard on a single rank).
-    buffers.push_back(
-        fresh(tensorBytes(resultType), MemoryCategory::GatheredParameters));
-    returnsHeld[future] = true;
-  } else if (auto scatter = dyn_cast<ReduceScatterStartOp>(op)) {
-    int64_t full = tensorBytes(scatter.getInput().getType());
-    int n = groupSize(scatter.getGroup());
-    bool overWorld = scatter.getAcross() && shardGroupSize != worldSize;
-    if (overWorld) {
-      // The shards every rank sends, concatenated, and what it receives.
-      int64_t sent = full / shardGroupSize * worldSize;
-      buffers.push_back(fresh(sent, MemoryCategory::CommunicationBuffers));
-      buffers.push_back(fresh(sent, MemoryCategory::CommunicationBuffers));
-    } else if (n == 1) {
-      buffers.push_back(fresh(full, MemoryCategory::Gradients));
-      returnsHeld[future] = true;
-    } else {
-      auto [storage, layout] = input(scatter.getInput());
-      buffers.push_back(isContiguous(layout)
-                            ? storage
-                            : fresh(full, MemoryCategory::CommunicationBuffers));
-      buffers.push_back(fresh(full, MemoryCategory::CommunicationBuffers));
-    }
-  } else if (auto reduce = dyn_cast<AllReduceStartOp>(op)) {
-    auto type = cast<RankedTensorType>(reduce.getInput().getType());
-    int64_t bytes = tensorBytes(type);
-    int n = groupSize(reduce.getGroup());
-    if (n == 1) {
-      buffers.push_back(fresh(bytes, MemoryCategory::Gradients));
-      returnsHeld[future] = true;
-    } else {
-      // Padded to a multiple of n, reduce-scattered, then gathered.
-      int64_t count = type.getNumElements();
-      int64_t padded = (count + n - 1) / n * n;
-      int64_t element = elementBytes(type.getElementType());
-      auto [storage, layout] = input(reduce.getInput());
-      int flat = padded == count && isContiguous(layout)
-                     ? storage
-                     : fresh(padded * element,
-                             MemoryCategory::CommunicationBuffers);
-      buffers.push_back(flat);
-      buffers.push_back(
-          fresh(padded * element, MemoryCategory::CommunicationBuffers));
-    }
-  }
+  SmallVector<int> buffers =
+      llvm::TypeSwitch<Operation *, SmallVector<int>>(op)
+          .Case<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(
+              [&](auto start) { return buffersOf(start); })
+          .Default([](Operation *) { return SmallVector<int>(); });
   for (int storage : buffers)
     count(storage);
-  held[future] = std::move(buffers);
+  held[op->getResult(0)] = std::move(buffers);
+}
+
+SmallVector<int> Simulation::buffersOf(AllGatherStartOp gather) {
+  // Its output buffer (a copy of the shard on a single rank).
+  Value future = gather.getFuture();
+  Type resultType = cast<FutureType>(future.getType()).getTensorType();
+  returnsHeld[future] = true;
+  return {fresh(tensorBytes(resultType), MemoryCategory::GatheredParameters)};
+}
+
+SmallVector<int> Simulation::buffersOf(ReduceScatterStartOp scatter) {
+  int64_t full = tensorBytes(scatter.getInput().getType());
+  int n = groupSize(scatter.getGroup());
+  bool overWorld = scatter.getAcross() && shardGroupSize != worldSize;
+  if (overWorld) {
+    // The shards every rank sends, concatenated, and what it receives.
+    int64_t sent = full / shardGroupSize * worldSize;
+    int send = fresh(sent, MemoryCategory::CommunicationBuffers);
+    return {send, fresh(sent, MemoryCategory::CommunicationBuffers)};
+  }
+  if (n == 1) {
+    returnsHeld[scatter.getFuture()] = true;
+    return {fresh(full, MemoryCategory::Gradients)};
+  }
+  Value input = scatter.getInput();
+  int send = isContiguous(layoutOf.lookup(input))
+                 ? storageOf.lookup(input)
+                 : fresh(full, MemoryCategory::CommunicationBuffers);
+  return {send, fresh(full, MemoryCategory::CommunicationBuffers)};
+}
+
+SmallVector<int> Simulation::buffersOf(AllReduceStartOp reduce) {
+  auto type = cast<RankedTensorType>(reduce.getInput().getType());
+  int64_t bytes = tensorBytes(type);
+  int n = groupSize(reduce.getGroup());
+  if (n == 1) {
+    returnsHeld[reduce.getFuture()] = true;
+    return {fresh(bytes, MemoryCategory::Gradients)};
+  }
+  // Padded to a multiple of n, reduce-scattered, then gathered.
+  int64_t count = type.getNumElements();
+  int64_t padded = (count + n - 1) / n * n;
+  int64_t element = elementBytes(type.getElementType());
+  Value input = reduce.getInput();
+  int flat = padded == count && isContiguous(layoutOf.lookup(input))
+                 ? storageOf.lookup(input)
+                 : fresh(padded * element, MemoryCategory::CommunicationBuffers);
+  return {flat, fresh(padded * element, MemoryCategory::CommunicationBuffers)};
+}
+
+//===----------------------------------------------------------------------===//
+// The step
+//===----------------------------------------------------------------------===//
+
+/// Last uses, and the roles that decide the category of what the step
+/// reduces or hands the optimizer.
+void Simulation::noteUses(Block &body) {
+  for (Operation &op : body) {
+    for (Value operand : op.getOperands())
+      lastUse[operand] = &op;
+    if (auto update = dyn_cast<UpdateOp>(op))
+      roles[update.getValue()] = MemoryCategory::State;
+    else if (isa<ReduceScatterStartOp, AllReduceStartOp>(op))
+      roles.try_emplace(op.getOperand(0), MemoryCategory::Gradients);
+    else if (isa<AllGatherStartOp>(op))
+      roles.try_emplace(op.getOperand(0), MemoryCategory::CommunicationBuffers);
+  }
+}
+
+/// The state, as fsdp-run holds it between steps: one storage per entry.
+void Simulation::declareState() {
+  llvm::DenseSet<StringAttr> flatMembers;
+  for (FlatParamOp flat : module.getOps<FlatParamOp>())
+    for (Attribute ref : flat.getParams())
+      flatMembers.insert(cast<FlatSymbolRefAttr>(ref).getAttr());
+  auto declare = [&](StringRef name, Type type) {
+    int storage = fresh(tensorBytes(type), MemoryCategory::State);
+    storages[storage].host = isHostState(step, FlatSymbolRefAttr::get(
+                                                   module.getContext(), name));
+    count(storage);
+    state[name] = storage;
+    stateType[name] = type;
+  };
+  for (Operation &op : module.getBody()->getOperations())
+    llvm::TypeSwitch<Operation *>(&op)
+        .Case([&](ParamOp param) {
+          // A flat parameter's member is held in the flat parameter.
+          if (!flatMembers.contains(param.getSymNameAttr()))
+            declare(param.getSymName(), param.getType());
+        })
+        .Case([&](FlatParamOp flat) {
+          declare(flat.getSymName(), flat.getStateType());
+        })
+        .Case<BufferOp, OptimStateOp>([&](auto symbol) {
+          declare(symbol.getSymName(), symbol.getType());
+        });
+}
+
+/// The batch: a copy of this step's entry of the data.
+void Simulation::declareInputs(Block &body) {
+  for (BlockArgument arg : body.getArguments()) {
+    auto type = cast<RankedTensorType>(arg.getType());
+    define(arg, fresh(tensorBytes(type), MemoryCategory::Inputs, /*pinned=*/true),
+           contiguous(type.getShape()));
+  }
 }
 
 FailureOr<MemoryPrediction> Simulation::run() {
@@ -879,52 +1108,10 @@ FailureOr<MemoryPrediction> Simulation::run() {
     worldSize = w.getInt();
   if (auto g = module->getAttrOfType<IntegerAttr>(kShardGroupSizeAttr))
     shardGroupSize = g.getInt();
-
-  for (Operation &op : body) {
-    for (Value operand : op.getOperands())
-      lastUse[operand] = &op;
-    if (auto update = dyn_cast<UpdateOp>(op))
-      roles[update.getValue()] = MemoryCategory::State;
-    else if (isa<ReduceScatterStartOp, AllReduceStartOp>(op))
-      roles.try_emplace(op.getOperand(0), MemoryCategory::Gradients);
-    else if (isa<AllGatherStartOp>(op))
-      roles.try_emplace(op.getOperand(0), MemoryCategory::CommunicationBuffers);
-  }
-
-  // The state, as fsdp-run holds it between steps: one storage per entry.
-  llvm::StringMap<int> state;
-  llvm::StringMap<Type> stateType;
-  llvm::DenseSet<StringAttr> flatMembers;
-  for (FlatParamOp flat : module.getOps<FlatParamOp>())
-    for (Attribute ref : flat.getParams())
-      flatMembers.insert(cast<FlatSymbolRefAttr>(ref).getAttr());
+  noteUses(body);
   hostSet = hostValues(body);
-  auto declare = [&](StringRef name, Type type) {
-    int storage = fresh(tensorBytes(type), MemoryCategory::State);
-    storages[storage].host = isHostState(step, FlatSymbolRefAttr::get(
-                                                   module.getContext(), name));
-    count(storage);
-    state[name] = storage;
-    stateType[name] = type;
-  };
-  for (Operation &op : module.getBody()->getOperations()) {
-    if (auto param = dyn_cast<ParamOp>(op)) {
-      if (!flatMembers.contains(param.getSymNameAttr()))
-        declare(param.getSymName(), param.getType());
-    } else if (auto flat = dyn_cast<FlatParamOp>(op)) {
-      declare(flat.getSymName(), flat.getStateType());
-    } else if (auto buffer = dyn_cast<BufferOp>(op)) {
-      declare(buffer.getSymName(), buffer.getType());
-    } else if (auto optim = dyn_cast<OptimStateOp>(op)) {
-      declare(optim.getSymName(), optim.getType());
-    }
-  }
-  // The batch: a copy of this step's entry of the data.
-  for (BlockArgument arg : body.getArguments()) {
-    auto type = cast<RankedTensorType>(arg.getType());
-    define(arg, fresh(tensorBytes(type), MemoryCategory::Inputs, /*pinned=*/true),
-           contiguous(type.getShape()));
-  }
+  declareState();
+  declareInputs(body);
   out.startBytes = live;
   out.peakBytes = live;
   out.breakdown = byCategory;
@@ -936,123 +1123,61 @@ FailureOr<MemoryPrediction> Simulation::run() {
     ++current;
     currentPeak = live;
     int64_t before = out.peakBytes;
-    if (auto get = dyn_cast<GetOp>(op)) {
-      auto it = state.find(get.getName());
-      if (it == state.end())
-        return get.emitError("reads @")
-               << get.getName()
-               << ", which no rank holds as state (a member of a flat "
-                  "parameter, or not state at all)";
-      auto type = cast<RankedTensorType>(get.getType());
-      if (type == stateType.lookup(get.getName())) {
-        define(get.getResult(), it->second, contiguous(type.getShape()));
-      } else {
-        // Mixed precision: a rounded copy in the compute type.
-        auto role = roles.find(get.getResult());
-        define(get.getResult(),
-               fresh(tensorBytes(type), role != roles.end()
-                                            ? role->second
-                                            : MemoryCategory::GatheredParameters),
-               contiguous(type.getShape()));
-      }
-    } else if (auto update = dyn_cast<UpdateOp>(op)) {
-      auto it = state.find(update.getName());
-      if (it == state.end())
-        return update.emitError("writes @")
-               << update.getName()
-               << ", which no rank holds as state (a member of a flat "
-                  "parameter, or not state at all)";
-      Type type = stateType.lookup(update.getName());
-      // Mixed precision: a value in the compute type, widened into a new
-      // tensor of the state's type.
-      int next = update.getValue().getType() == type
-                     ? storageOf.lookup(update.getValue())
-                     : fresh(tensorBytes(type), MemoryCategory::State);
-      if (storages[next].refs == 0)
-        storages[next].host = isHostState(update, update.getNameAttr());
-      count(next);
-      uncount(it->second);
-      it->second = next;
-    } else if (auto constant = dyn_cast<aten::ConstantOp>(op)) {
-      auto type = cast<RankedTensorType>(constant.getType());
-      define(constant.getResult(),
-             fresh(tensorBytes(type), categoryOf(&op, constant.getResult()),
-                   /*pinned=*/true),
-             contiguous(type.getShape()));
-    } else if (auto c = dyn_cast<aten::CallOp>(op)) {
-      call(c);
-    } else if (isa<aten::RngStateOp, aten::AutogradBackwardOp>(op)) {
-      // A copy of the generator's state; gradients the runtime makes
-      // contiguous, each in a storage of its own (what the recomputation
-      // allocates besides them is gone when the instruction ends).
-      for (Value result : op.getResults()) {
-        auto type = cast<RankedTensorType>(result.getType());
-        define(result, fresh(tensorBytes(type), categoryOf(&op, result)),
-               contiguous(type.getShape()));
-      }
-    } else if (isa<aten::SetRngStateOp>(op)) {
-      // Reads its operand; holds nothing.
-    } else if (isa<ToDeviceOp, ToHostOp>(op)) {
-      // CPU offload: a copy in the other memory.
-      Value result = op.getResult(0);
-      auto type = cast<RankedTensorType>(result.getType());
-      define(result,
-             fresh(tensorBytes(type), isa<ToHostOp>(op)
-                                          ? MemoryCategory::Gradients
-                                          : categoryOf(&op, result)),
-             contiguous(type.getShape()));
-    } else if (isa<CollectiveStartOp>(op)) {
-      collective(&op);
-    } else if (auto wait = dyn_cast<WaitOp>(op)) {
-      Operation *start = wait.getFuture().getDefiningOp();
-      auto type = cast<RankedTensorType>(wait.getType());
-      if (returnsHeld.lookup(wait.getFuture())) {
-        // What the collective held: the gathered buffer, or a single
-        // rank's copy.
-        define(wait.getResult(), held.lookup(wait.getFuture()).front(),
-               contiguous(type.getShape()));
-      } else if (auto reduce = dyn_cast_or_null<AllReduceStartOp>(start)) {
-        // A view of the padded gather's output.
-        int n = groupSize(reduce.getGroup());
-        int64_t padded = (type.getNumElements() + n - 1) / n * n;
-        define(wait.getResult(),
-               fresh(padded * elementBytes(type.getElementType()),
-                     MemoryCategory::Gradients),
-               contiguous(type.getShape()));
-        views.insert(wait.getResult());
-      } else {
-        // The sum of the received chunks.
-        define(wait.getResult(),
-               fresh(tensorBytes(type), MemoryCategory::Gradients),
-               contiguous(type.getShape()));
-      }
-    } else if (auto view = dyn_cast<ViewOp>(op)) {
-      views.insert(view.getResult());
-      define(view.getResult(), storageOf.lookup(view.getBuffer()),
-             contiguous(view.getType().getShape()));
-    } else if (auto local = dyn_cast<LocalShardOp>(op)) {
-      views.insert(local.getResult());
-      define(local.getResult(), storageOf.lookup(local.getBuffer()),
-             contiguous(cast<RankedTensorType>(local.getType()).getShape()));
-    } else if (!isa<FreeOp>(op)) {
-      return op.emitOpError(
-          "has no memory model: it is not an instruction of a plan");
-    }
-    // Slots die after their last use; results nobody reads at once.
-    llvm::SmallPtrSet<Value, 4> seen;
-    for (Value operand : op.getOperands())
-      if (lastUse.lookup(operand) == &op && seen.insert(operand).second &&
-          !llvm::is_contained(terminator->getOperands(), operand))
-        release(operand);
-    for (Value result : op.getResults())
-      if (result.use_empty())
-        release(result);
+    if (failed(simulateOp(op)))
+      return failure();
+    releaseDead(op, terminator);
     if (out.peakBytes > before)
       out.peakOp = &op;
     out.timeline.push_back(live);
     out.instructionPeak.push_back(currentPeak);
   }
+  collectUnits();
+  return out;
+}
 
+LogicalResult Simulation::simulateOp(Operation &op) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+      .Case<GetOp, UpdateOp, aten::ConstantOp, aten::CallOp>(
+          [&](auto kindOp) { return simulate(kindOp); })
+      .Case<aten::RngStateOp, aten::AutogradBackwardOp>([&](Operation *other) {
+        freshResults(other);
+        return success();
+      })
+      .Case([](aten::SetRngStateOp) {
+        // Reads its operand; holds nothing.
+        return success();
+      })
+      .Case<ToDeviceOp, ToHostOp>([&](Operation *copy) {
+        copyToOtherMemory(copy);
+        return success();
+      })
+      .Case([&](CollectiveStartOp start) {
+        collective(start);
+        return success();
+      })
+      .Case<WaitOp, ViewOp, LocalShardOp>(
+          [&](auto kindOp) { return simulate(kindOp); })
+      .Case([](FreeOp) { return success(); })
+      .Default([](Operation *other) {
+        return other->emitOpError(
+            "has no memory model: it is not an instruction of a plan");
+      });
+}
+
+/// Slots die after their last use; results nobody reads at once.
+void Simulation::releaseDead(Operation &op, Operation *terminator) {
+  llvm::SmallPtrSet<Value, 4> seen;
+  for (Value operand : op.getOperands())
+    if (lastUse.lookup(operand) == &op && seen.insert(operand).second &&
+        !llvm::is_contained(terminator->getOperands(), operand))
+      release(operand);
+  for (Value result : op.getResults())
+    if (result.use_empty())
+      release(result);
+}
+
+/// Each unit's gathered interval and the peak inside it.
+void Simulation::collectUnits() {
   for (Gather &g : collectGathers(*order)) {
     MemoryPrediction::Unit unit;
     unit.unit = g.start.getUnit().str();
@@ -1065,7 +1190,118 @@ FailureOr<MemoryPrediction> Simulation::run() {
       unit.peakBytes = std::max(unit.peakBytes, out.instructionPeak[i]);
     out.units.push_back(std::move(unit));
   }
-  return out;
+}
+
+LogicalResult Simulation::simulate(GetOp get) {
+  auto it = state.find(get.getName());
+  if (it == state.end())
+    return get.emitError("reads @")
+           << get.getName()
+           << ", which no rank holds as state (a member of a flat "
+              "parameter, or not state at all)";
+  auto type = cast<RankedTensorType>(get.getType());
+  if (type == stateType.lookup(get.getName())) {
+    define(get.getResult(), it->second, contiguous(type.getShape()));
+    return success();
+  }
+  // Mixed precision: a rounded copy in the compute type.
+  auto role = roles.find(get.getResult());
+  define(get.getResult(),
+         fresh(tensorBytes(type), role != roles.end()
+                                      ? role->second
+                                      : MemoryCategory::GatheredParameters),
+         contiguous(type.getShape()));
+  return success();
+}
+
+LogicalResult Simulation::simulate(UpdateOp update) {
+  auto it = state.find(update.getName());
+  if (it == state.end())
+    return update.emitError("writes @")
+           << update.getName()
+           << ", which no rank holds as state (a member of a flat "
+              "parameter, or not state at all)";
+  Type type = stateType.lookup(update.getName());
+  // Mixed precision: a value in the compute type, widened into a new
+  // tensor of the state's type.
+  int next = update.getValue().getType() == type
+                 ? storageOf.lookup(update.getValue())
+                 : fresh(tensorBytes(type), MemoryCategory::State);
+  if (storages[next].refs == 0)
+    storages[next].host = isHostState(update, update.getNameAttr());
+  count(next);
+  uncount(it->second);
+  it->second = next;
+  return success();
+}
+
+LogicalResult Simulation::simulate(aten::ConstantOp constant) {
+  auto type = cast<RankedTensorType>(constant.getType());
+  define(constant.getResult(),
+         fresh(tensorBytes(type), categoryOf(constant, constant.getResult()),
+               /*pinned=*/true),
+         contiguous(type.getShape()));
+  return success();
+}
+
+/// A copy of the generator's state; gradients the runtime makes contiguous,
+/// each in a storage of its own (what the recomputation allocates besides
+/// them is gone when the instruction ends).
+void Simulation::freshResults(Operation *op) {
+  for (Value result : op->getResults()) {
+    auto type = cast<RankedTensorType>(result.getType());
+    define(result, fresh(tensorBytes(type), categoryOf(op, result)),
+           contiguous(type.getShape()));
+  }
+}
+
+/// CPU offload: a copy in the other memory.
+void Simulation::copyToOtherMemory(Operation *op) {
+  Value result = op->getResult(0);
+  auto type = cast<RankedTensorType>(result.getType());
+  define(result,
+         fresh(tensorBytes(type), isa<ToHostOp>(op) ? MemoryCategory::Gradients
+                                                    : categoryOf(op, result)),
+         contiguous(type.getShape()));
+}
+
+LogicalResult Simulation::simulate(WaitOp wait) {
+  Operation *start = wait.getFuture().getDefiningOp();
+  auto type = cast<RankedTensorType>(wait.getType());
+  if (returnsHeld.lookup(wait.getFuture())) {
+    // What the collective held: the gathered buffer, or a single
+    // rank's copy.
+    define(wait.getResult(), held.lookup(wait.getFuture()).front(),
+           contiguous(type.getShape()));
+  } else if (auto reduce = dyn_cast_or_null<AllReduceStartOp>(start)) {
+    // A view of the padded gather's output.
+    int n = groupSize(reduce.getGroup());
+    int64_t padded = (type.getNumElements() + n - 1) / n * n;
+    define(wait.getResult(),
+           fresh(padded * elementBytes(type.getElementType()),
+                 MemoryCategory::Gradients),
+           contiguous(type.getShape()));
+    views.insert(wait.getResult());
+  } else {
+    // The sum of the received chunks.
+    define(wait.getResult(), fresh(tensorBytes(type), MemoryCategory::Gradients),
+           contiguous(type.getShape()));
+  }
+  return success();
+}
+
+LogicalResult Simulation::simulate(ViewOp view) {
+  views.insert(view.getResult());
+  define(view.getResult(), storageOf.lookup(view.getBuffer()),
+         contiguous(view.getType().getShape()));
+  return success();
+}
+
+LogicalResult Simulation::simulate(LocalShardOp local) {
+  views.insert(local.getResult());
+  define(local.getResult(), storageOf.lookup(local.getBuffer()),
+         contiguous(cast<RankedTensorType>(local.getType()).getShape()));
+  return success();
 }
 
 } // namespace
