@@ -144,6 +144,63 @@ std::string cleanClassName(const std::string &qualified) {
   return result;
 }
 
+/// One op call, as emitCall's steps share it.
+struct CallSite {
+  jit::Node *node;
+  const c10::FunctionSchema &schema;
+  std::string overload; // `name.overload`
+  Location loc;
+  /// The schema positions of the arguments the op writes.
+  std::vector<int64_t> mutated;
+  /// The tensors it writes (mutated's), and how many results its schema
+  /// has (the new values of the written tensors follow them).
+  SmallVector<Value> mutatedOperands;
+  unsigned numSchemaResults = 0;
+};
+
+/// A call's arguments in schema order, and the stack of its meta call.
+struct CallArguments {
+  SmallVector<Attribute> args;
+  SmallVector<Value> operands;
+  jit::Stack stack;
+};
+
+/// The types of a call's schema results.
+struct CallResults {
+  SmallVector<Type> types;
+  /// Whether the one result is a Tensor[].
+  bool list = false;
+  /// The types each node output stands for (none for None).
+  std::vector<std::vector<Type>> ofOutput;
+  /// `aten.result_strides`, one entry per schema result; written only if
+  /// anyStrided.
+  SmallVector<Attribute> strides;
+  bool anyStrided = false;
+};
+
+/// What typing an op without a meta kernel knows of it (typeWithoutMeta).
+struct MetalessTyping {
+  jit::Node *node;
+  const c10::FunctionSchema &schema;
+  const std::string &overload;
+  const std::string &metaError;
+  Location loc;
+  /// The arguments as the meta call had them.
+  jit::Stack args;
+  /// The result shapes from ATen's shape function, where it has one.
+  std::optional<std::vector<std::vector<int64_t>>> shapes;
+  int64_t inputBytes = 0, resultBytes = 0;
+};
+
+/// forward's arguments, as the step receives them.
+struct StepInputs {
+  SmallVector<Type> types;
+  SmallVector<std::string> names;
+  /// Every input of the graph but self: its default value, or unknown for
+  /// an argument of the step.
+  SmallVector<std::pair<jit::Value *, AbsValue>> bound;
+};
+
 class Importer {
 public:
   Importer(MLIRContext *context, llvm::StringRef path)
@@ -172,21 +229,89 @@ private:
   // Locations.
   Location locationOf(const jit::Node *node);
 
-  // The walk.
+  // The entry point's steps.
+  LogicalResult setComputeTypes(const ImportOptions &options,
+                                Location fileLoc);
+  void importStep(const ImportOptions &options, TimingScope &timing,
+                  Location fileLoc);
+  jit::Module loadModule(jit::ExtraFilesMap &extra, Location fileLoc);
+  std::vector<InputSpec> inputSpecs(const std::string &metadata,
+                                    const ImportOptions &options,
+                                    std::vector<std::string> &storedTargets,
+                                    Location fileLoc);
+  std::vector<InputSpec> readMetadata(const std::string &metadata,
+                                      std::vector<std::string> &storedTargets,
+                                      Location fileLoc);
+  StepInputs matchInputs(const c10::FunctionSchema &schema,
+                         const std::vector<InputSpec> &specs,
+                         Location fileLoc);
+  void summarizeInputs(const std::vector<InputSpec> &specs);
+  void createStep(const StepInputs &inputs, const jit::Module &root,
+                  Location fileLoc);
+  void finishStep(const StepInputs &inputs, Location fileLoc);
+
+  // The walk: one function per node kind.
   void declareState(const jit::Module &root);
   void walkBlock(jit::Block *block);
   void visitNode(jit::Node *node);
+  void visitConstant(jit::Node *node);
   void visitGetAttr(jit::Node *node);
   void visitSetAttr(jit::Node *node);
   void visitIf(jit::Node *node);
   void visitLoop(jit::Node *node);
+  void visitConstruct(jit::Node *node);
+  void visitUnpack(jit::Node *node);
+  // These return false where they do not apply: the node is then an
+  // operator like any other.
+  bool visitIndex(jit::Node *node);
+  bool visitAppend(jit::Node *node);
+  bool visitListConcat(jit::Node *node);
+  bool visitSequenceLength(jit::Node *node);
+  bool visitIdentity(jit::Node *node);
+  void visitRefinement(jit::Node *node);
+  [[noreturn]] void visitRaiseException(jit::Node *node);
+  void visitNumToTensor(jit::Node *node);
+  void visitWithoutSchema(jit::Node *node);
   bool visitTensorMetadata(jit::Node *node);
   void visitOperator(jit::Node *node);
+  bool foldTypeOnlyFactory(jit::Node *node, Location loc);
+  bool foldOnConstants(jit::Node *node, Location loc);
+  void visitTypeProperty(jit::Node *node, Location loc);
+  void evaluateConstant(jit::Node *node);
+
+  // An op call: emitCall's steps.
   void emitCall(jit::Node *node, const c10::FunctionSchema &schema);
+  std::vector<int64_t> mutatedArguments(const CallSite &site);
+  CallArguments callArguments(const CallSite &site);
+  void addTensorList(CallArguments &out, const AbsValue &list,
+                     const std::string &what, Location loc);
+  void addOptionalTensorList(CallArguments &out, const AbsValue &list,
+                             const std::string &what, Location loc);
+  void addConstantTensorList(CallArguments &out, c10::List<c10::IValue> list,
+                             Location loc);
+  bool typeByMeta(const CallSite &site, jit::Stack &stack,
+                  std::string &metaError);
+  CallResults callResults(const CallSite &site, const jit::Stack &stack,
+                          bool typed);
+  Attribute resultStridesAttr(const at::Tensor &t, bool ownResult);
+  void checkWritesThroughAliases(const CallSite &site);
+  Value aliasedInput(const CallSite &site, const c10::AliasInfo *info);
+  void recordView(Value result, Value base);
+  Value writtenResult(const CallSite &site, aten::CallOp call,
+                      const c10::AliasInfo *info);
+  void bindResults(const CallSite &site, aten::CallOp call,
+                   const CallResults &results);
+  void rebindWritten(const CallSite &site, aten::CallOp call);
+
+  // Typing an op that has no meta kernel.
   jit::Stack typeWithoutMeta(jit::Node *node, const c10::FunctionSchema &schema,
                              const std::string &overload,
                              const std::string &metaError, Location loc);
-  void evaluateConstant(jit::Node *node);
+  jit::Stack typeByWholeRun(const MetalessTyping &t);
+  jit::Stack typeBySample(const MetalessTyping &t);
+  jit::Stack typeByProbes(const MetalessTyping &t, int64_t sampleBytes);
+  [[noreturn]] void typingTooLarge(const MetalessTyping &t,
+                                   const std::string &why);
 
   AbsValue &lookup(jit::Value *value);
   void bind(jit::Value *value, AbsValue abs);
@@ -603,171 +728,233 @@ void Importer::walkBlock(jit::Block *block) {
 }
 
 void Importer::visitNode(jit::Node *node) {
-  Location loc = locationOf(node);
   jit::NodeKind kind = node->kind();
-  if (kind == c10::prim::Constant) {
-    auto value = jit::toIValue(node->output());
-    bind(node->output(), fromIValue(value ? *value : c10::IValue()));
-    return;
-  }
-  if (kind == c10::prim::GetAttr)
+  switch (kind) {
+  case c10::prim::Constant:
+    return visitConstant(node);
+  case c10::prim::GetAttr:
     return visitGetAttr(node);
-  if (kind == c10::prim::SetAttr)
+  case c10::prim::SetAttr:
     return visitSetAttr(node);
-  if (kind == c10::prim::If)
+  case c10::prim::If:
     return visitIf(node);
-  if (kind == c10::prim::Loop)
+  case c10::prim::Loop:
     return visitLoop(node);
-  if (kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct) {
-    std::vector<AbsValue> elements;
-    for (jit::Value *input : node->inputs())
-      elements.push_back(lookup(input));
-    bind(node->output(), AbsValue::ofSequence(
-                             std::move(elements),
-                             kind == c10::prim::TupleConstruct));
-    return;
-  }
-  if (kind == c10::prim::ListUnpack || kind == c10::prim::TupleUnpack) {
-    AbsValue seq = lookup(node->input());
-    std::vector<AbsValue> elements;
-    if (seq.kind == AbsValue::Kind::Sequence) {
-      elements = seq.elements;
-    } else if (seq.isConstant() && seq.constant.isList()) {
-      for (const c10::IValue &e : seq.constant.toListRef())
-        elements.push_back(fromIValue(e));
-    } else if (seq.isConstant() && seq.constant.isTuple()) {
-      for (const c10::IValue &e : seq.constant.toTupleRef().elements())
-        elements.push_back(fromIValue(e));
-    } else {
-      fail(loc, "cannot unpack this value statically");
-    }
-    if (elements.size() != node->outputs().size())
-      fail(loc, "unpacks " + llvm::Twine(node->outputs().size()) +
-                    " values from a sequence of " +
-                    llvm::Twine(elements.size()));
-    for (size_t i = 0; i < elements.size(); ++i)
-      bind(node->outputs()[i], elements[i]);
-    return;
-  }
-  if (kind == c10::prim::TupleIndex || kind == c10::aten::__getitem__) {
-    AbsValue seq = lookup(node->inputs()[0]);
-    AbsValue index = lookup(node->inputs()[1]);
-    if (seq.kind == AbsValue::Kind::Sequence && index.isConstant() &&
-        index.constant.isInt()) {
-      int64_t i = index.constant.toInt();
-      int64_t n = seq.elements.size();
-      if (i < 0)
-        i += n;
-      if (i < 0 || i >= n)
-        fail(loc, "index " + llvm::Twine(index.constant.toInt()) +
-                      " is out of range for a sequence of " + llvm::Twine(n));
-      bind(node->output(), seq.elements[i]);
+  case c10::prim::ListConstruct:
+  case c10::prim::TupleConstruct:
+    return visitConstruct(node);
+  case c10::prim::ListUnpack:
+  case c10::prim::TupleUnpack:
+    return visitUnpack(node);
+  // The cases that return only where they apply: else the node is an
+  // operator like any other.
+  case c10::prim::TupleIndex:
+  case c10::aten::__getitem__:
+    if (visitIndex(node))
       return;
-    }
-  }
-  if (kind == c10::aten::append && node->inputs().size() == 2) {
-    // List building (`[f(x) for x in xs]` in scripted code): the walk owns
-    // the list, so appending is appending to what it knows.
-    auto it = env.find(node->inputs()[0]);
-    if (it != env.end() && it->second.kind == AbsValue::Kind::Sequence &&
-        !it->second.isTuple) {
-      it->second.elements.push_back(lookup(node->inputs()[1]));
-      bind(node->output(), it->second);
+    break;
+  case c10::aten::append:
+    if (visitAppend(node))
       return;
-    }
-  }
-  if (kind == c10::aten::add && node->inputs().size() == 2 &&
-      node->output()->type()->kind() == c10::TypeKind::ListType) {
-    // List concatenation (`(q,) + kv.chunk(2)` in nn.MultiheadAttention):
-    // the walk knows both lists, so the result is their elements.
-    AbsValue a = lookup(node->inputs()[0]), b = lookup(node->inputs()[1]);
-    auto elementsOf = [&](const AbsValue &v,
-                          std::vector<AbsValue> &out) -> bool {
-      if (v.kind == AbsValue::Kind::Sequence) {
-        out.insert(out.end(), v.elements.begin(), v.elements.end());
-        return true;
-      }
-      if (v.isConstant() && v.constant.isList()) {
-        for (const c10::IValue &e : v.constant.toListRef())
-          out.push_back(fromIValue(e));
-        return true;
-      }
-      return false;
-    };
-    std::vector<AbsValue> elements;
-    if (!(a.isFullyConstant() && b.isFullyConstant()) &&
-        elementsOf(a, elements) && elementsOf(b, elements)) {
-      bind(node->output(), AbsValue::ofSequence(std::move(elements), false));
+    break;
+  case c10::aten::add:
+    if (visitListConcat(node))
       return;
-    }
-  }
-  if (kind == c10::aten::len && node->inputs().size() == 1) {
-    AbsValue seq = lookup(node->input());
-    if (seq.kind == AbsValue::Kind::Sequence) {
-      bind(node->output(), fromIValue(int64_t(seq.elements.size())));
+    break;
+  case c10::aten::len:
+    if (visitSequenceLength(node))
       return;
-    }
-  }
-  if (kind == c10::aten::__is__ || kind == c10::aten::__isnot__) {
-    // Identity of values the walk knows: the same SSA tensor is the same
-    // object, a tensor is never None.
-    AbsValue a = lookup(node->inputs()[0]), b = lookup(node->inputs()[1]);
-    std::optional<bool> same;
-    if (a.isTensor() && b.isTensor())
-      same = a.tensor == b.tensor;
-    else if ((a.isTensor() && b.isConstant() && b.constant.isNone()) ||
-             (b.isTensor() && a.isConstant() && a.constant.isNone()))
-      same = false;
-    if (same) {
-      bind(node->output(), fromIValue(kind == c10::aten::__is__ ? *same : !*same));
+    break;
+  case c10::aten::__is__:
+  case c10::aten::__isnot__:
+    if (visitIdentity(node))
       return;
-    }
-  }
-  if (kind == c10::prim::unchecked_cast ||
-      kind == c10::prim::unchecked_unwrap_optional ||
-      kind == c10::aten::_unwrap_optional) {
-    // Refinements of a static type: the value itself passes through.
-    AbsValue value = lookup(node->input());
-    if (value.isConstant() && value.constant.isNone())
-      fail(loc, "a None value is used where the model expects a value");
-    bind(node->output(), value);
-    return;
-  }
-  if (kind == c10::aten::warn || kind == c10::prim::Print) {
+    break;
+  case c10::prim::unchecked_cast:
+  case c10::prim::unchecked_unwrap_optional:
+  case c10::aten::_unwrap_optional:
+    return visitRefinement(node);
+  case c10::aten::warn:
+  case c10::prim::Print:
     // Messages for the user while tracing or scripting; no part of the step.
     return;
-  }
-  if (kind == c10::prim::RaiseException) {
-    std::string message = "the model raises an exception here";
-    AbsValue msg = lookup(node->inputs()[0]);
-    if (msg.isConstant() && msg.constant.isString())
-      message += ": " + msg.constant.toStringRef();
-    fail(loc, message);
-  }
-  if (kind == c10::prim::Uninitialized) {
+  case c10::prim::RaiseException:
+    return visitRaiseException(node);
+  case c10::prim::Uninitialized:
     bind(node->output(), AbsValue());
     return;
+  case c10::prim::NumToTensor:
+    return visitNumToTensor(node);
+  case c10::prim::CallMethod:
+  case c10::prim::CallFunction:
+    fail(locationOf(node), std::string("call ") + kind.toQualString() +
+                               " left after inlining is not supported");
+  case c10::prim::PythonOp:
+    fail(locationOf(node),
+         "a Python function (prim::PythonOp) cannot be imported; "
+         "script or trace it into TorchScript operators");
+  default:
+    break;
   }
-  if (kind == c10::prim::NumToTensor) {
-    AbsValue scalar = lookup(node->input());
-    if (!scalar.isConstant())
-      fail(loc, "prim::NumToTensor of a value that is not a constant");
-    bind(node->output(),
-         fromIValue(c10::scalar_to_tensor(scalar.constant.toScalar())));
-    return;
-  }
-  if (kind == c10::prim::CallMethod || kind == c10::prim::CallFunction)
-    fail(loc, std::string("call ") + kind.toQualString() +
-                  " left after inlining is not supported");
-  if (kind == c10::prim::PythonOp)
-    fail(loc, "a Python function (prim::PythonOp) cannot be imported; "
-              "script or trace it into TorchScript operators");
   if (visitTensorMetadata(node))
     return;
   if (node->maybeSchema())
     return visitOperator(node);
-  // Remaining prim ops without schema (prim::dtype etc. have schemas): try the
-  // interpreter's own implementation when all inputs are constant.
+  visitWithoutSchema(node);
+}
+
+void Importer::visitConstant(jit::Node *node) {
+  auto value = jit::toIValue(node->output());
+  bind(node->output(), fromIValue(value ? *value : c10::IValue()));
+}
+
+void Importer::visitConstruct(jit::Node *node) {
+  std::vector<AbsValue> elements;
+  for (jit::Value *input : node->inputs())
+    elements.push_back(lookup(input));
+  bind(node->output(),
+       AbsValue::ofSequence(std::move(elements),
+                            node->kind() == c10::prim::TupleConstruct));
+}
+
+void Importer::visitUnpack(jit::Node *node) {
+  Location loc = locationOf(node);
+  AbsValue seq = lookup(node->input());
+  std::vector<AbsValue> elements;
+  if (seq.kind == AbsValue::Kind::Sequence) {
+    elements = seq.elements;
+  } else if (seq.isConstant() && seq.constant.isList()) {
+    for (const c10::IValue &e : seq.constant.toListRef())
+      elements.push_back(fromIValue(e));
+  } else if (seq.isConstant() && seq.constant.isTuple()) {
+    for (const c10::IValue &e : seq.constant.toTupleRef().elements())
+      elements.push_back(fromIValue(e));
+  } else {
+    fail(loc, "cannot unpack this value statically");
+  }
+  if (elements.size() != node->outputs().size())
+    fail(loc, "unpacks " + llvm::Twine(node->outputs().size()) +
+                  " values from a sequence of " + llvm::Twine(elements.size()));
+  for (size_t i = 0; i < elements.size(); ++i)
+    bind(node->outputs()[i], elements[i]);
+}
+
+/// A constant index into a sequence the walk knows.
+bool Importer::visitIndex(jit::Node *node) {
+  AbsValue seq = lookup(node->inputs()[0]);
+  AbsValue index = lookup(node->inputs()[1]);
+  if (seq.kind != AbsValue::Kind::Sequence || !index.isConstant() ||
+      !index.constant.isInt())
+    return false;
+  int64_t i = index.constant.toInt();
+  int64_t n = seq.elements.size();
+  if (i < 0)
+    i += n;
+  if (i < 0 || i >= n)
+    fail(locationOf(node), "index " + llvm::Twine(index.constant.toInt()) +
+                               " is out of range for a sequence of " +
+                               llvm::Twine(n));
+  bind(node->output(), seq.elements[i]);
+  return true;
+}
+
+/// List building (`[f(x) for x in xs]` in scripted code): the walk owns the
+/// list, so appending is appending to what it knows.
+bool Importer::visitAppend(jit::Node *node) {
+  if (node->inputs().size() != 2)
+    return false;
+  auto it = env.find(node->inputs()[0]);
+  if (it == env.end() || it->second.kind != AbsValue::Kind::Sequence ||
+      it->second.isTuple)
+    return false;
+  it->second.elements.push_back(lookup(node->inputs()[1]));
+  bind(node->output(), it->second);
+  return true;
+}
+
+/// List concatenation (`(q,) + kv.chunk(2)` in nn.MultiheadAttention): the
+/// walk knows both lists, so the result is their elements.
+bool Importer::visitListConcat(jit::Node *node) {
+  if (node->inputs().size() != 2 ||
+      node->output()->type()->kind() != c10::TypeKind::ListType)
+    return false;
+  AbsValue a = lookup(node->inputs()[0]), b = lookup(node->inputs()[1]);
+  auto elementsOf = [&](const AbsValue &v, std::vector<AbsValue> &out) -> bool {
+    if (v.kind == AbsValue::Kind::Sequence) {
+      out.insert(out.end(), v.elements.begin(), v.elements.end());
+      return true;
+    }
+    if (v.isConstant() && v.constant.isList()) {
+      for (const c10::IValue &e : v.constant.toListRef())
+        out.push_back(fromIValue(e));
+      return true;
+    }
+    return false;
+  };
+  std::vector<AbsValue> elements;
+  if ((a.isFullyConstant() && b.isFullyConstant()) ||
+      !elementsOf(a, elements) || !elementsOf(b, elements))
+    return false;
+  bind(node->output(), AbsValue::ofSequence(std::move(elements), false));
+  return true;
+}
+
+bool Importer::visitSequenceLength(jit::Node *node) {
+  if (node->inputs().size() != 1)
+    return false;
+  AbsValue seq = lookup(node->input());
+  if (seq.kind != AbsValue::Kind::Sequence)
+    return false;
+  bind(node->output(), fromIValue(int64_t(seq.elements.size())));
+  return true;
+}
+
+/// Identity of values the walk knows: the same SSA tensor is the same
+/// object, a tensor is never None.
+bool Importer::visitIdentity(jit::Node *node) {
+  AbsValue a = lookup(node->inputs()[0]), b = lookup(node->inputs()[1]);
+  std::optional<bool> same;
+  if (a.isTensor() && b.isTensor())
+    same = a.tensor == b.tensor;
+  else if ((a.isTensor() && b.isConstant() && b.constant.isNone()) ||
+           (b.isTensor() && a.isConstant() && a.constant.isNone()))
+    same = false;
+  if (!same)
+    return false;
+  bind(node->output(),
+       fromIValue(node->kind() == c10::aten::__is__ ? *same : !*same));
+  return true;
+}
+
+/// Refinements of a static type: the value itself passes through.
+void Importer::visitRefinement(jit::Node *node) {
+  AbsValue value = lookup(node->input());
+  if (value.isConstant() && value.constant.isNone())
+    fail(locationOf(node),
+         "a None value is used where the model expects a value");
+  bind(node->output(), value);
+}
+
+void Importer::visitRaiseException(jit::Node *node) {
+  std::string message = "the model raises an exception here";
+  AbsValue msg = lookup(node->inputs()[0]);
+  if (msg.isConstant() && msg.constant.isString())
+    message += ": " + msg.constant.toStringRef();
+  fail(locationOf(node), message);
+}
+
+void Importer::visitNumToTensor(jit::Node *node) {
+  AbsValue scalar = lookup(node->input());
+  if (!scalar.isConstant())
+    fail(locationOf(node),
+         "prim::NumToTensor of a value that is not a constant");
+  bind(node->output(),
+       fromIValue(c10::scalar_to_tensor(scalar.constant.toScalar())));
+}
+
+/// Remaining prim ops without schema (prim::dtype etc. have schemas): the
+/// interpreter's own implementation, when all inputs are constant.
+void Importer::visitWithoutSchema(jit::Node *node) {
   bool allConstant = llvm::all_of(node->inputs(), [&](jit::Value *v) {
     return lookup(v).isFullyConstant();
   });
@@ -778,8 +965,9 @@ void Importer::visitNode(jit::Node *node) {
     } catch (const c10::Error &) {
     }
   }
-  fail(loc, std::string("operator ") + kind.toQualString() +
-                " cannot be imported");
+  fail(locationOf(node), std::string("operator ") +
+                             node->kind().toQualString() +
+                             " cannot be imported");
 }
 
 void Importer::visitGetAttr(jit::Node *node) {
@@ -1024,111 +1212,110 @@ const HiddenMutation kHiddenMutations[] = {
 void Importer::visitOperator(jit::Node *node) {
   const c10::FunctionSchema &schema = node->schema();
   bool anyTensor = false;
-  for (jit::Value *input : node->inputs()) {
-    AbsValue &a = lookup(input);
-    std::function<bool(const AbsValue &)> hasTensor =
-        [&](const AbsValue &v) {
-          if (v.isTensor())
-            return true;
-          return llvm::any_of(v.elements, hasTensor);
-        };
-    anyTensor |= hasTensor(a);
-  }
+  for (jit::Value *input : node->inputs())
+    anyTensor |= holdsTensor(lookup(input), [](Value) { return true; });
   bool returnsTensor = llvm::any_of(schema.returns(), [](const c10::Argument &r) {
     return r.type()->isSubtypeOf(*c10::TensorType::get()) ||
            r.type()->isSubtypeOf(*c10::ListType::ofTensors());
   });
   Location loc = locationOf(node);
-  // Factories that read only the type of their tensor input (new_zeros,
-  // zeros_like, ...) make a constant: masks built from them stay constants.
   if (anyTensor &&
-      aten::hasFact(schema.name(), aten::OpFact::TypeOnlyFactory)) {
-    jit::Stack stack;
-    bool constantArgs = true;
-    for (size_t i = 0; i < node->inputs().size(); ++i) {
-      AbsValue &a = lookup(node->inputs()[i]);
-      if (i == 0 && a.isTensor()) {
-        auto type = cast<RankedTensorType>(a.tensor.getType());
-        stack.push_back(at::zeros(
-            type.getShape().vec(),
-            at::TensorOptions().dtype(scalarType(type.getElementType(), loc))));
-      } else if (a.isFullyConstant()) {
-        stack.push_back(toIValue(a, node->inputs()[i]->type(), false, loc));
-      } else {
-        constantArgs = false;
-        break;
-      }
-    }
-    if (constantArgs) {
-      node->getOperation()(stack);
-      if (stack[0].isTensor() && stack[0].toTensor().numel() <= (1 << 16)) {
-        bind(node->output(), fromIValue(stack[0]));
-        return;
-      }
-    }
-  }
+      aten::hasFact(schema.name(), aten::OpFact::TypeOnlyFactory) &&
+      foldTypeOnlyFactory(node, loc))
+    return;
   if (!anyTensor) {
-    // All inputs are compile-time constants: the JIT computes the result,
-    // unless it is random or too large to keep as a constant.
-    // Uninitialized memory is no constant: aten::empty and friends run.
-    if (!node->isNondeterministic() &&
-        !aten::hasFact(schema.name(), aten::OpFact::Uninitialized)) {
-      try {
-        evaluateConstant(node);
-      } catch (const c10::Error &e) {
-        fail(loc, "evaluating " + schema.name() + " on constants failed: " +
-                      e.what_without_backtrace());
-      }
-      bool small = llvm::all_of(node->outputs(), [&](jit::Value *out) {
-        AbsValue &a = lookup(out);
-        return !a.isConstant() || !a.constant.isTensor() ||
-               a.constant.toTensor().numel() <= (1 << 16);
-      });
-      if (small)
-        return;
-    }
+    if (foldOnConstants(node, loc))
+      return;
     if (!returnsTensor)
       fail(loc, schema.name() + " cannot be evaluated at compile time");
   } else if (!returnsTensor) {
-    // A property of the tensors' static types (is_floating_point, is_nested)
-    // is what the op computes on meta tensors; a value read from tensor data
-    // is not known before the step runs.
-    bool folded = false;
-    if (!aten::hasFact(schema.name(), aten::OpFact::DataDependentValue)) {
-      jit::Stack stack;
-      for (jit::Value *input : node->inputs())
-        stack.push_back(toIValue(lookup(input), input->type(), /*meta=*/true,
-                                 loc));
-      try {
-        node->getOperation()(stack);
-        std::function<bool(const c10::IValue &)> holdsTensor =
-            [&](const c10::IValue &v) {
-              if (v.isTensor())
-                return true;
-              if (v.isList())
-                return llvm::any_of(v.toListRef(), holdsTensor);
-              if (v.isTuple())
-                return llvm::any_of(v.toTupleRef().elements(), holdsTensor);
-              return false;
-            };
-        if (llvm::none_of(stack, holdsTensor)) {
-          for (size_t i = 0; i < node->outputs().size(); ++i)
-            bind(node->outputs()[i], fromIValue(stack[i]));
-          folded = true;
-        } else {
-          // Declared as returning Tensor? or a tuple: a computation after all.
-          return emitCall(node, schema);
-        }
-      } catch (const c10::Error &) {
-      }
-    }
-    if (!folded)
-      fail(loc, schema.name() +
-                    " reads a value from tensor data, which a static "
-                    "training step cannot depend on");
-    return;
+    return visitTypeProperty(node, loc);
   }
   emitCall(node, schema);
+}
+
+/// Factories that read only the type of their tensor input (new_zeros,
+/// zeros_like, ...) make a constant: masks built from them stay constants.
+bool Importer::foldTypeOnlyFactory(jit::Node *node, Location loc) {
+  jit::Stack stack;
+  for (size_t i = 0; i < node->inputs().size(); ++i) {
+    AbsValue &a = lookup(node->inputs()[i]);
+    if (i == 0 && a.isTensor()) {
+      auto type = cast<RankedTensorType>(a.tensor.getType());
+      stack.push_back(at::zeros(
+          type.getShape().vec(),
+          at::TensorOptions().dtype(scalarType(type.getElementType(), loc))));
+    } else if (a.isFullyConstant()) {
+      stack.push_back(toIValue(a, node->inputs()[i]->type(), false, loc));
+    } else {
+      return false;
+    }
+  }
+  node->getOperation()(stack);
+  if (!stack[0].isTensor() || stack[0].toTensor().numel() > (1 << 16))
+    return false;
+  bind(node->output(), fromIValue(stack[0]));
+  return true;
+}
+
+/// All inputs are compile-time constants: the JIT computes the result,
+/// unless it is random or too large to keep as a constant. Uninitialized
+/// memory is no constant: aten::empty and friends run.
+bool Importer::foldOnConstants(jit::Node *node, Location loc) {
+  const c10::FunctionSchema &schema = node->schema();
+  if (node->isNondeterministic() ||
+      aten::hasFact(schema.name(), aten::OpFact::Uninitialized))
+    return false;
+  try {
+    evaluateConstant(node);
+  } catch (const c10::Error &e) {
+    fail(loc, "evaluating " + schema.name() + " on constants failed: " +
+                  e.what_without_backtrace());
+  }
+  return llvm::all_of(node->outputs(), [&](jit::Value *out) {
+    AbsValue &a = lookup(out);
+    return !a.isConstant() || !a.constant.isTensor() ||
+           a.constant.toTensor().numel() <= (1 << 16);
+  });
+}
+
+/// True if `value` is, or holds in a list or tuple, a tensor.
+static bool holdsTensorValue(const c10::IValue &value) {
+  if (value.isTensor())
+    return true;
+  if (value.isList())
+    return llvm::any_of(value.toListRef(), holdsTensorValue);
+  if (value.isTuple())
+    return llvm::any_of(value.toTupleRef().elements(), holdsTensorValue);
+  return false;
+}
+
+/// An op on tensors that returns no tensor. A property of the tensors'
+/// static types (is_floating_point, is_nested) is what the op computes on
+/// meta tensors; a value read from tensor data is not known before the step
+/// runs.
+void Importer::visitTypeProperty(jit::Node *node, Location loc) {
+  const c10::FunctionSchema &schema = node->schema();
+  if (!aten::hasFact(schema.name(), aten::OpFact::DataDependentValue)) {
+    jit::Stack stack;
+    for (jit::Value *input : node->inputs())
+      stack.push_back(toIValue(lookup(input), input->type(), /*meta=*/true,
+                               loc));
+    try {
+      node->getOperation()(stack);
+      if (llvm::none_of(stack, holdsTensorValue)) {
+        for (size_t i = 0; i < node->outputs().size(); ++i)
+          bind(node->outputs()[i], fromIValue(stack[i]));
+        return;
+      }
+      // Declared as returning Tensor? or a tuple: a computation after all.
+      return emitCall(node, schema);
+    } catch (const c10::Error &) {
+    }
+  }
+  fail(loc, schema.name() +
+                " reads a value from tensor data, which a static "
+                "training step cannot depend on");
 }
 
 Attribute Importer::constantAttr(const c10::IValue &value,
@@ -1243,6 +1430,86 @@ shapesFromShapeFunction(const c10::FunctionSchema &schema,
   return shapes;
 }
 
+/// Bytes of the runtime tensors (meta tensors here) an op would be given.
+static int64_t runtimeTensorBytes(const c10::IValue &x) {
+  if (x.isTensor() && x.toTensor().is_meta())
+    return saturatingMul(numelOf(x.toTensor().sizes()),
+                         static_cast<int64_t>(x.toTensor().element_size()));
+  int64_t bytes = 0;
+  if (x.isList())
+    for (const c10::IValue &e : x.toListRef())
+      bytes = saturatingAdd(bytes, runtimeTensorBytes(e));
+  return bytes;
+}
+
+/// How runOnCpu shrinks the inputs: `batch` > 0, inputs whose first
+/// dimension is `batch` get one sample; kAllOnes, every dimension of every
+/// input is 1; kAllButLast, every one but the last (0 stays 0).
+constexpr int64_t kAllOnes = -1, kAllButLast = -2;
+
+/// `x` on the CPU, filled with `fill`, shrunk as `batch` says (runOnCpu);
+/// an argument the op writes gets memory of its own.
+static c10::IValue cpuValue(const c10::IValue &x, double fill, int64_t batch,
+                            bool written) {
+  if (x.isTensor() && x.toTensor().is_meta()) {
+    const at::Tensor &t = x.toTensor();
+    std::vector<int64_t> sizes = t.sizes().vec();
+    if (batch > 0 && !sizes.empty() && sizes[0] == batch)
+      sizes[0] = 1;
+    if (batch == kAllOnes || batch == kAllButLast)
+      for (size_t d = 0; d + (batch == kAllButLast) < sizes.size(); ++d)
+        sizes[d] = std::min<int64_t>(sizes[d], 1);
+    at::TensorOptions options = t.options().device(at::kCPU);
+    if (written)
+      return at::full(sizes, fill, options);
+    return at::full({}, fill, options).expand(sizes);
+  }
+  if (x.isList()) {
+    c10::impl::GenericList list(x.toList().elementType());
+    for (const c10::IValue &e : x.toListRef())
+      list.push_back(cpuValue(e, fill, batch, written));
+    return list;
+  }
+  return x;
+}
+
+/// Runs the op on the CPU on inputs filled with `fill` and shrunk as `batch`
+/// says (kAllOnes). Sets `error` to the error's first line on failure.
+static std::optional<jit::Stack> runOnCpu(const MetalessTyping &t, double fill,
+                                          int64_t batch, std::string &error) {
+  jit::Stack cpuStack;
+  for (size_t i = 0; i < t.args.size(); ++i)
+    cpuStack.push_back(
+        cpuValue(t.args[i], fill, batch,
+                 t.schema.is_mutable({c10::SchemaArgType::input, i})));
+  try {
+    t.node->getOperation()(cpuStack);
+  } catch (const c10::Error &e) {
+    error = firstLine(e.what_without_backtrace());
+    return std::nullopt;
+  }
+  return cpuStack;
+}
+
+/// The tensor results of a run.
+static std::vector<at::Tensor> tensorsOf(const jit::Stack &ran) {
+  std::vector<at::Tensor> results;
+  for (const c10::IValue &r : ran)
+    if (r.isTensor())
+      results.push_back(r.toTensor());
+  return results;
+}
+
+/// Meta tensors of the dtypes of `results` with the shape function's shapes.
+static jit::Stack withShapes(const MetalessTyping &t,
+                             const std::vector<at::Tensor> &results) {
+  jit::Stack typed;
+  for (size_t i = 0; i < results.size(); ++i)
+    typed.push_back(
+        at::empty((*t.shapes)[i], results[i].options().device(at::kMeta)));
+  return typed;
+}
+
 /// Result types of an op that has no meta kernel, without allocating more
 /// than kCpuTypingBudget however large the step's tensors are:
 ///  - the op itself runs on the CPU on inputs that hold one value each
@@ -1259,196 +1526,189 @@ jit::Stack Importer::typeWithoutMeta(jit::Node *node,
                                      const std::string &overload,
                                      const std::string &metaError,
                                      Location loc) {
+  MetalessTyping t{node, schema, overload, metaError, loc};
   // The arguments as the meta call had them: runtime tensors as meta
   // tensors, constants with their values.
-  jit::Stack args;
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     jit::Value *input = node->inputs()[i];
     AbsValue &a = lookup(input);
-    args.push_back(toIValue(a, input->type(), /*meta=*/!a.isFullyConstant(),
-                            loc));
+    t.args.push_back(toIValue(a, input->type(), /*meta=*/!a.isFullyConstant(),
+                              loc));
   }
-  std::optional<std::vector<std::vector<int64_t>>> shapes =
-      shapesFromShapeFunction(schema, args);
-
-  // Bytes of the runtime tensors the op would be given.
-  int64_t inputBytes = 0;
-  std::function<void(const c10::IValue &)> countInputs =
-      [&](const c10::IValue &x) {
-        if (x.isTensor() && x.toTensor().is_meta())
-          inputBytes = saturatingAdd(
-              inputBytes,
-              saturatingMul(numelOf(x.toTensor().sizes()),
-                            static_cast<int64_t>(x.toTensor().element_size())));
-        else if (x.isList())
-          for (const c10::IValue &e : x.toListRef())
-            countInputs(e);
-      };
-  for (const c10::IValue &arg : args)
-    countInputs(arg);
-  int64_t resultBytes = 0;
-  if (shapes)
-    for (const std::vector<int64_t> &shape : *shapes)
-      resultBytes = saturatingAdd(resultBytes, saturatingMul(numelOf(shape), 8));
-
-  // Runs the op on the CPU; `batch` > 0: inputs whose first dimension is
-  // `batch` get one sample; `batch` = kAllOnes: every dimension of every
-  // input is 1, kAllButLast: every one but the last (0 stays 0). Returns the
-  // error's first line on failure.
-  constexpr int64_t kAllOnes = -1, kAllButLast = -2;
-  auto runOnCpu = [&](double fill, int64_t batch,
-                      std::string &error) -> std::optional<jit::Stack> {
-    std::function<c10::IValue(const c10::IValue &, bool)> toCpu =
-        [&](const c10::IValue &x, bool written) -> c10::IValue {
-      if (x.isTensor() && x.toTensor().is_meta()) {
-        const at::Tensor &t = x.toTensor();
-        std::vector<int64_t> sizes = t.sizes().vec();
-        if (batch > 0 && !sizes.empty() && sizes[0] == batch)
-          sizes[0] = 1;
-        if (batch == kAllOnes || batch == kAllButLast)
-          for (size_t d = 0; d + (batch == kAllButLast) < sizes.size(); ++d)
-            sizes[d] = std::min<int64_t>(sizes[d], 1);
-        at::TensorOptions options = t.options().device(at::kCPU);
-        if (written)
-          return at::full(sizes, fill, options);
-        return at::full({}, fill, options).expand(sizes);
-      }
-      if (x.isList()) {
-        c10::impl::GenericList list(x.toList().elementType());
-        for (const c10::IValue &e : x.toListRef())
-          list.push_back(toCpu(e, written));
-        return list;
-      }
-      return x;
-    };
-    jit::Stack cpuStack;
-    for (size_t i = 0; i < args.size(); ++i)
-      cpuStack.push_back(
-          toCpu(args[i], schema.is_mutable({c10::SchemaArgType::input, i})));
-    try {
-      node->getOperation()(cpuStack);
-    } catch (const c10::Error &e) {
-      error = firstLine(e.what_without_backtrace());
-      return std::nullopt;
-    }
-    return cpuStack;
-  };
-
-  // The tensor results of a run, and meta tensors of their dtypes with the
-  // shape function's shapes.
-  auto tensorsOf = [](const jit::Stack &ran) {
-    std::vector<at::Tensor> results;
-    for (const c10::IValue &r : ran)
-      if (r.isTensor())
-        results.push_back(r.toTensor());
-    return results;
-  };
-  auto withShapes = [&](const std::vector<at::Tensor> &results) {
-    jit::Stack typed;
-    for (size_t i = 0; i < results.size(); ++i)
-      typed.push_back(
-          at::empty((*shapes)[i], results[i].options().device(at::kMeta)));
-    return typed;
-  };
+  t.shapes = shapesFromShapeFunction(schema, t.args);
+  for (const c10::IValue &arg : t.args)
+    t.inputBytes = saturatingAdd(t.inputBytes, runtimeTensorBytes(arg));
+  if (t.shapes)
+    for (const std::vector<int64_t> &shape : *t.shapes)
+      t.resultBytes =
+          saturatingAdd(t.resultBytes, saturatingMul(numelOf(shape), 8));
 
   // Kernels may copy their expanded inputs whole (.contiguous()), so the
   // inputs count too.
-  bool fullFits = inputBytes <= kCpuTypingBudget &&
-                  (!shapes || resultBytes <= kWholeRunBytes);
-  std::string error;
-  if (fullFits) {
-    std::optional<jit::Stack> zeros = runOnCpu(0.0, 0, error);
-    std::optional<jit::Stack> ones =
-        zeros ? runOnCpu(1.0, 0, error) : std::nullopt;
-    if (!zeros || !ones)
-      fail(loc, "cannot infer the result types of " + overload + ": " + error +
-                    " (model inputs: " + inputSummary + ")");
-    for (size_t i = 0; i < zeros->size() && i < ones->size(); ++i) {
-      const c10::IValue &z = (*zeros)[i], &o = (*ones)[i];
-      bool same = true;
-      if (z.isTensor() && o.isTensor())
-        same = z.toTensor().sizes() == o.toTensor().sizes();
-      else if (z.isTensorList() && o.isTensorList()) {
-        auto a = z.toTensorList().vec(), b = o.toTensorList().vec();
-        same = a.size() == b.size();
-        for (size_t j = 0; same && j < a.size(); ++j)
-          same = a[j].sizes() == b[j].sizes();
-      }
-      if (!same)
-        fail(loc, overload + " returns a tensor whose shape depends on tensor "
-                             "data; a static training step needs static shapes");
-    }
-    return std::move(*zeros);
-  }
+  if (t.inputBytes <= kCpuTypingBudget &&
+      (!t.shapes || t.resultBytes <= kWholeRunBytes))
+    return typeByWholeRun(t);
+  if (!t.shapes)
+    typingTooLarge(t, "no shape function either; its inputs hold " +
+                          std::to_string(t.inputBytes >> 20) + " MiB");
+  return typeBySample(t);
+}
 
-  auto tooLarge = [&](const std::string &why) {
-    // A meta kernel that refused the arguments has said what is wrong.
-    if (!metaError.empty())
-      fail(loc, overload + ": " + metaError + " (model inputs: " +
+/// The op run whole, on zeros and on ones: results whose shapes differ
+/// depend on tensor data.
+jit::Stack Importer::typeByWholeRun(const MetalessTyping &t) {
+  std::string error;
+  std::optional<jit::Stack> zeros = runOnCpu(t, 0.0, 0, error);
+  std::optional<jit::Stack> ones =
+      zeros ? runOnCpu(t, 1.0, 0, error) : std::nullopt;
+  if (!zeros || !ones)
+    fail(t.loc, "cannot infer the result types of " + t.overload + ": " +
+                    error + " (model inputs: " + inputSummary + ")");
+  for (size_t i = 0; i < zeros->size() && i < ones->size(); ++i) {
+    const c10::IValue &z = (*zeros)[i], &o = (*ones)[i];
+    bool same = true;
+    if (z.isTensor() && o.isTensor())
+      same = z.toTensor().sizes() == o.toTensor().sizes();
+    else if (z.isTensorList() && o.isTensorList()) {
+      auto a = z.toTensorList().vec(), b = o.toTensorList().vec();
+      same = a.size() == b.size();
+      for (size_t j = 0; same && j < a.size(); ++j)
+        same = a[j].sizes() == b[j].sizes();
+    }
+    if (!same)
+      fail(t.loc, t.overload + " returns a tensor whose shape depends on "
+                               "tensor data; a static training step needs "
+                               "static shapes");
+  }
+  return std::move(*zeros);
+}
+
+void Importer::typingTooLarge(const MetalessTyping &t, const std::string &why) {
+  // A meta kernel that refused the arguments has said what is wrong.
+  if (!t.metaError.empty())
+    fail(t.loc, t.overload + ": " + t.metaError + " (model inputs: " +
                     inputSummary + ")");
-    fail(loc, "cannot infer the result types of " + overload +
-                  " without allocating its tensors: this libtorch has no meta "
-                  "kernel for it, and " + why + " (model inputs: " +
+  fail(t.loc, "cannot infer the result types of " + t.overload +
+                  " without allocating its tensors: this libtorch has no "
+                  "meta kernel for it, and " + why + " (model inputs: " +
                   inputSummary + ")");
-  };
-  if (!shapes)
-    tooLarge("no shape function either; its inputs hold " +
-             std::to_string(inputBytes >> 20) + " MiB");
-  // One sample: the batch is the first dimension of the first result.
-  int64_t batch = !shapes->empty() && !(*shapes)[0].empty() ? (*shapes)[0][0]
-                                                           : 0;
+}
+
+/// Shapes from the shape function, dtypes from the op run on one sample:
+/// the batch is the first dimension of the first result.
+jit::Stack Importer::typeBySample(const MetalessTyping &t) {
+  const std::vector<std::vector<int64_t>> &shapes = *t.shapes;
+  int64_t batch = !shapes.empty() && !shapes[0].empty() ? shapes[0][0] : 0;
   int64_t sampleBytes = 0;
-  for (const std::vector<int64_t> &shape : *shapes)
+  for (const std::vector<int64_t> &shape : shapes)
     sampleBytes = saturatingAdd(
         sampleBytes,
         saturatingMul(numelOf(shape), 8) /
             (batch > 1 && !shape.empty() && shape[0] == batch ? batch : 1));
   if (batch <= 1 || sampleBytes > kCpuTypingBudget ||
-      inputBytes / batch > kCpuTypingBudget) {
-    // No sample to take (a batch of one) or too large a one: the shapes are
-    // the shape function's, and the dtypes those of the op run on inputs
-    // with every dimension 1, or every one but the last (a layer norm's),
-    // where the op takes such inputs: a result's dtype does not depend on
-    // shapes. Otherwise the op runs whole if that fits the budget.
-    for (int64_t probe : {kAllOnes, kAllButLast}) {
-      std::string ignored;
-      std::optional<jit::Stack> ran = runOnCpu(0.0, probe, ignored);
-      if (!ran)
-        continue;
-      std::vector<at::Tensor> results = tensorsOf(*ran);
-      if (results.size() == shapes->size())
-        return withShapes(results);
-    }
-    if (inputBytes <= kCpuTypingBudget && resultBytes <= kCpuTypingBudget)
-      if (std::optional<jit::Stack> whole = runOnCpu(0.0, 0, error))
-        return std::move(*whole);
-    tooLarge("one sample of its results alone holds " +
-             std::to_string(sampleBytes >> 20) + " MiB");
-  }
-  std::optional<jit::Stack> sample = runOnCpu(0.0, batch, error);
+      t.inputBytes / batch > kCpuTypingBudget)
+    return typeByProbes(t, sampleBytes);
+  std::string error;
+  std::optional<jit::Stack> sample = runOnCpu(t, 0.0, batch, error);
   if (!sample)
-    tooLarge("it does not run on one sample of its inputs (" + error + ")");
+    typingTooLarge(t, "it does not run on one sample of its inputs (" + error +
+                          ")");
   // The sample's results must be the shape function's, one sample smaller.
   std::vector<at::Tensor> results = tensorsOf(*sample);
-  bool agree = results.size() == shapes->size();
+  bool agree = results.size() == shapes.size();
   for (size_t i = 0; agree && i < results.size(); ++i) {
-    std::vector<int64_t> expected = (*shapes)[i];
+    std::vector<int64_t> expected = shapes[i];
     if (!expected.empty() && expected[0] == batch)
       expected[0] = 1;
     agree = results[i].sizes().vec() == expected;
   }
   if (!agree)
-    tooLarge("its results on one sample do not match its shape function");
-  return withShapes(results);
+    typingTooLarge(t, "its results on one sample do not match its shape "
+                      "function");
+  return withShapes(t, results);
 }
 
-void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
-  Location loc = locationOf(node);
+/// No sample to take (a batch of one) or too large a one: the shapes are the
+/// shape function's, and the dtypes those of the op run on inputs with every
+/// dimension 1, or every one but the last (a layer norm's), where the op
+/// takes such inputs: a result's dtype does not depend on shapes. Otherwise
+/// the op runs whole if that fits the budget.
+jit::Stack Importer::typeByProbes(const MetalessTyping &t,
+                                  int64_t sampleBytes) {
+  for (int64_t probe : {kAllOnes, kAllButLast}) {
+    std::string ignored;
+    std::optional<jit::Stack> ran = runOnCpu(t, 0.0, probe, ignored);
+    if (!ran)
+      continue;
+    std::vector<at::Tensor> results = tensorsOf(*ran);
+    if (results.size() == t.shapes->size())
+      return withShapes(t, results);
+  }
+  std::string error;
+  if (t.inputBytes <= kCpuTypingBudget && t.resultBytes <= kCpuTypingBudget)
+    if (std::optional<jit::Stack> whole = runOnCpu(t, 0.0, 0, error))
+      return std::move(*whole);
+  typingTooLarge(t, "one sample of its results alone holds " +
+                        std::to_string(sampleBytes >> 20) + " MiB");
+}
+
+/// `name.overload`, as the aten dialect spells an op.
+static std::string overloadName(const c10::FunctionSchema &schema) {
   std::string overload = schema.name();
   if (!schema.overload_name().empty())
     overload += "." + schema.overload_name();
+  return overload;
+}
 
-  // Which arguments the op writes.
+void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
+  CallSite site{node, schema, overloadName(schema), locationOf(node)};
+  site.mutated = mutatedArguments(site);
+  // The shape of these results depends on tensor data.
+  if (aten::hasFact(schema.name(), aten::OpFact::DataDependentShape))
+    fail(site.loc, site.overload + " returns a tensor whose shape depends on "
+                                   "tensor data; a static training step "
+                                   "needs static shapes");
+  if (schema.is_vararg() || node->inputs().size() != schema.arguments().size())
+    fail(site.loc, site.overload + " has a variable argument list");
+
+  CallArguments arguments = callArguments(site);
+  // Types from the meta call; ops without a meta kernel are typed by
+  // typeWithoutMeta.
+  std::string metaError;
+  bool typed = typeByMeta(site, arguments.stack, metaError);
+  if (!typed)
+    arguments.stack =
+        typeWithoutMeta(node, schema, site.overload, metaError, site.loc);
+  CallResults results = callResults(site, arguments.stack, typed);
+  site.numSchemaResults = results.types.size();
+  // The new values of mutated arguments follow the schema's results.
+  for (int64_t arg : site.mutated) {
+    AbsValue &a = lookup(node->inputs()[arg]);
+    if (!a.isTensor())
+      fail(site.loc, site.overload + " writes argument '" +
+                         schema.arguments()[arg].name() +
+                         "', which is not a tensor of the step");
+    results.types.push_back(a.tensor.getType());
+    site.mutatedOperands.push_back(a.tensor);
+  }
+  checkWritesThroughAliases(site);
+
+  auto call = aten::CallOp::create(
+      builder, site.loc, results.types, builder.getStringAttr(site.overload),
+      builder.getArrayAttr(arguments.args), arguments.operands,
+      site.mutated.empty() ? DenseI64ArrayAttr()
+                           : builder.getDenseI64ArrayAttr(site.mutated),
+      results.list ? builder.getUnitAttr() : UnitAttr());
+  if (results.anyStrided)
+    call->setAttr("aten.result_strides", builder.getArrayAttr(results.strides));
+  bindResults(site, call, results);
+  rebindWritten(site, call);
+}
+
+/// Which arguments the op writes: those its schema says, and those a
+/// HiddenMutation says in training mode.
+std::vector<int64_t> Importer::mutatedArguments(const CallSite &site) {
+  const c10::FunctionSchema &schema = site.schema;
   std::vector<int64_t> mutated;
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     const auto *alias = schema.arguments()[i].alias_info();
@@ -1458,185 +1718,193 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
   for (const HiddenMutation &hidden : kHiddenMutations) {
     if (schema.name() != hidden.name)
       continue;
-    AbsValue &training = lookup(node->inputs()[hidden.trainingArg]);
+    AbsValue &training = lookup(site.node->inputs()[hidden.trainingArg]);
     if (!training.isConstant() || !training.constant.isBool())
-      fail(loc, std::string(hidden.name) + ": `training` is not a constant");
+      fail(site.loc,
+           std::string(hidden.name) + ": `training` is not a constant");
     if (!training.constant.toBool())
       continue;
     for (int64_t arg : hidden.args)
-      if (lookup(node->inputs()[arg]).isTensor())
+      if (lookup(site.node->inputs()[arg]).isTensor())
         mutated.push_back(arg);
   }
-  // The shape of these results depends on tensor data.
-  if (aten::hasFact(schema.name(), aten::OpFact::DataDependentShape))
-    fail(loc, overload + " returns a tensor whose shape depends on tensor "
-                         "data; a static training step needs static shapes");
-  if (schema.is_vararg() || node->inputs().size() != schema.arguments().size())
-    fail(loc, overload + " has a variable argument list");
+  return mutated;
+}
 
-  // Arguments in schema order, and the meta-tensor call that types results.
-  SmallVector<Attribute> args;
-  SmallVector<Value> operands;
-  jit::Stack stack;
-  for (size_t i = 0; i < schema.arguments().size(); ++i) {
-    const c10::Argument &arg = schema.arguments()[i];
-    jit::Value *input = node->inputs()[i];
-    AbsValue &a = argument(node, i);
-    stack.push_back(toIValue(a, input->type(), /*meta=*/true, loc));
-    std::string what = "argument '" + arg.name() + "' of " + overload;
-    if (Value tensor = tensorValue(a, loc)) {
-      operands.push_back(tensor);
-      args.push_back(aten::TensorArgAttr::get(context));
+/// Arguments in schema order, and the meta-tensor call that types results.
+CallArguments Importer::callArguments(const CallSite &site) {
+  CallArguments out;
+  for (size_t i = 0; i < site.schema.arguments().size(); ++i) {
+    const c10::Argument &arg = site.schema.arguments()[i];
+    jit::Value *input = site.node->inputs()[i];
+    AbsValue &a = argument(site.node, i);
+    out.stack.push_back(toIValue(a, input->type(), /*meta=*/true, site.loc));
+    std::string what = "argument '" + arg.name() + "' of " + site.overload;
+    if (Value tensor = tensorValue(a, site.loc)) {
+      out.operands.push_back(tensor);
+      out.args.push_back(aten::TensorArgAttr::get(context));
     } else if (a.kind == AbsValue::Kind::Sequence &&
                input->type()->isSubtypeOf(*c10::ListType::ofTensors())) {
-      for (const AbsValue &e : a.elements) {
-        Value tensor = tensorValue(e, loc);
-        if (!tensor)
-          fail(loc, what + " holds a value that is not a tensor");
-        operands.push_back(tensor);
-      }
-      args.push_back(aten::TensorListArgAttr::get(context, a.elements.size()));
+      addTensorList(out, a, what, site.loc);
     } else if (a.kind == AbsValue::Kind::Sequence &&
                input->type()->isSubtypeOf(*c10::ListType::create(
                    c10::OptionalType::create(c10::TensorType::get())))) {
-      // Tensor?[] (the indices of aten::index): operands and None in place.
-      SmallVector<Attribute> elements;
-      for (const AbsValue &e : a.elements) {
-        if (Value tensor = tensorValue(e, loc)) {
-          operands.push_back(tensor);
-          elements.push_back(aten::TensorArgAttr::get(context));
-        } else if (e.isConstant() && e.constant.isNone()) {
-          elements.push_back(aten::NoneAttr::get(context));
-        } else {
-          fail(loc, what + " holds a value that is neither a tensor nor None");
-        }
-      }
-      // Without a None it is written (and read back) as a plain tensor list.
-      if (!elements.empty() &&
-          llvm::all_of(elements, llvm::IsaPred<aten::TensorArgAttr>))
-        args.push_back(aten::TensorListArgAttr::get(context, elements.size()));
-      else
-        args.push_back(builder.getArrayAttr(elements));
+      addOptionalTensorList(out, a, what, site.loc);
     } else if (a.isFullyConstant()) {
-      c10::IValue value = toIValue(a, input->type(), /*meta=*/false, loc);
+      c10::IValue value = toIValue(a, input->type(), /*meta=*/false, site.loc);
       bool holdsTensors =
           value.isTensorList() ||
-          (value.isList() && llvm::any_of(value.toListRef(),
-                                          [](const c10::IValue &e) {
-                                            return e.isTensor();
-                                          }));
-      if (holdsTensors) {
-        // A constant Tensor[], or a Tensor?[] (constant indices, None for
-        // the dimensions they skip).
-        c10::List<c10::IValue> list = value.toList();
-        SmallVector<Attribute> elements;
-        for (const c10::IValue &e : list) {
-          if (e.isNone()) {
-            elements.push_back(aten::NoneAttr::get(context));
-            continue;
-          }
-          operands.push_back(materialize(e.toTensor(), loc));
-          elements.push_back(aten::TensorArgAttr::get(context));
-        }
-        if (llvm::all_of(elements, llvm::IsaPred<aten::TensorArgAttr>))
-          args.push_back(aten::TensorListArgAttr::get(context, list.size()));
-        else
-          args.push_back(builder.getArrayAttr(elements));
-      } else {
-        args.push_back(constantAttr(value, &arg, loc, what));
-      }
+          (value.isList() &&
+           llvm::any_of(value.toListRef(),
+                        [](const c10::IValue &e) { return e.isTensor(); }));
+      if (holdsTensors)
+        addConstantTensorList(out, value.toList(), site.loc);
+      else
+        out.args.push_back(constantAttr(value, &arg, site.loc, what));
     } else {
-      fail(loc, what + " is neither a tensor nor a compile-time constant");
+      fail(site.loc,
+           what + " is neither a tensor nor a compile-time constant");
     }
   }
+  return out;
+}
 
-  // Types from the meta call; ops without a meta kernel (remembered, since a
-  // failed attempt costs an exception with a backtrace) are typed by
-  // typeWithoutMeta.
-  bool typed = false;
-  std::string metaError;
-  if (!noMetaKernel.contains(overload)) {
-    try {
-      node->getOperation()(stack);
-      typed = true;
-    } catch (const c10::NotImplementedError &) {
-      noMetaKernel.insert(overload);
-    } catch (const c10::Error &e) {
-      // A meta kernel that refuses these arguments, or a composite op that
-      // reads tensor data: the CPU says which.
-      metaError = firstLine(e.what_without_backtrace());
+/// A Tensor[]: its tensors' operands.
+void Importer::addTensorList(CallArguments &out, const AbsValue &list,
+                             const std::string &what, Location loc) {
+  for (const AbsValue &e : list.elements) {
+    Value tensor = tensorValue(e, loc);
+    if (!tensor)
+      fail(loc, what + " holds a value that is not a tensor");
+    out.operands.push_back(tensor);
+  }
+  out.args.push_back(
+      aten::TensorListArgAttr::get(context, list.elements.size()));
+}
+
+/// A Tensor?[] (the indices of aten::index): operands and None in place.
+void Importer::addOptionalTensorList(CallArguments &out, const AbsValue &list,
+                                     const std::string &what, Location loc) {
+  SmallVector<Attribute> elements;
+  for (const AbsValue &e : list.elements) {
+    if (Value tensor = tensorValue(e, loc)) {
+      out.operands.push_back(tensor);
+      elements.push_back(aten::TensorArgAttr::get(context));
+    } else if (e.isConstant() && e.constant.isNone()) {
+      elements.push_back(aten::NoneAttr::get(context));
+    } else {
+      fail(loc, what + " holds a value that is neither a tensor nor None");
     }
   }
-  if (!typed)
-    stack = typeWithoutMeta(node, schema, overload, metaError, loc);
+  // Without a None it is written (and read back) as a plain tensor list.
+  if (!elements.empty() &&
+      llvm::all_of(elements, llvm::IsaPred<aten::TensorArgAttr>))
+    out.args.push_back(
+        aten::TensorListArgAttr::get(context, elements.size()));
+  else
+    out.args.push_back(builder.getArrayAttr(elements));
+}
 
-  SmallVector<Type> resultTypes;
-  bool listResult = false;
-  std::vector<std::vector<Type>> outputTypes;
-  // A kernel result the meta kernel lays out dense but not contiguous (an
-  // einsum's permuted product, a batch_first LSTM's output): its strides,
-  // for the memory model (`aten.result_strides`, one entry per schema
-  // result; a unit where the result is contiguous, a view or a list).
-  SmallVector<Attribute> resultStrides;
-  bool anyStrided = false;
+/// A constant Tensor[], or a Tensor?[] (constant indices, None for the
+/// dimensions they skip).
+void Importer::addConstantTensorList(CallArguments &out,
+                                     c10::List<c10::IValue> list,
+                                     Location loc) {
+  SmallVector<Attribute> elements;
+  for (const c10::IValue &e : list) {
+    if (e.isNone()) {
+      elements.push_back(aten::NoneAttr::get(context));
+      continue;
+    }
+    out.operands.push_back(materialize(e.toTensor(), loc));
+    elements.push_back(aten::TensorArgAttr::get(context));
+  }
+  if (llvm::all_of(elements, llvm::IsaPred<aten::TensorArgAttr>))
+    out.args.push_back(aten::TensorListArgAttr::get(context, list.size()));
+  else
+    out.args.push_back(builder.getArrayAttr(elements));
+}
+
+/// Types `stack` by the op's meta kernel; false where it has none
+/// (remembered, since a failed attempt costs an exception with a backtrace)
+/// or it refuses these arguments.
+bool Importer::typeByMeta(const CallSite &site, jit::Stack &stack,
+                          std::string &metaError) {
+  if (noMetaKernel.contains(site.overload))
+    return false;
+  try {
+    site.node->getOperation()(stack);
+    return true;
+  } catch (const c10::NotImplementedError &) {
+    noMetaKernel.insert(site.overload);
+  } catch (const c10::Error &e) {
+    // A meta kernel that refuses these arguments, or a composite op that
+    // reads tensor data: the CPU says which.
+    metaError = firstLine(e.what_without_backtrace());
+  }
+  return false;
+}
+
+/// The types of the schema's results, from the typed stack.
+CallResults Importer::callResults(const CallSite &site, const jit::Stack &stack,
+                                  bool typed) {
+  CallResults out;
+  jit::Node *node = site.node;
   for (size_t i = 0; i < node->outputs().size(); ++i) {
-    const c10::IValue &out = stack[i];
+    const c10::IValue &result = stack[i];
     std::vector<Type> types;
-    if (out.isTensor()) {
-      types.push_back(tensorType(out.toTensor(), loc));
-      const at::Tensor &t = out.toTensor();
-      const c10::AliasInfo *info = i < schema.returns().size()
-                                       ? schema.returns()[i].alias_info()
+    if (result.isTensor()) {
+      types.push_back(tensorType(result.toTensor(), site.loc));
+      const c10::AliasInfo *info = i < site.schema.returns().size()
+                                       ? site.schema.returns()[i].alias_info()
                                        : nullptr;
-      if (typed && !info && t.defined() && !t.is_contiguous() &&
-          t.is_non_overlapping_and_dense()) {
-        resultStrides.push_back(builder.getDenseI64ArrayAttr(
-            llvm::ArrayRef<int64_t>(t.strides().data(), t.strides().size())));
-        anyStrided = true;
-      } else {
-        resultStrides.push_back(builder.getUnitAttr());
-      }
-    } else if (out.isTensorList()) {
+      Attribute strides = resultStridesAttr(result.toTensor(), typed && !info);
+      out.anyStrided |= isa<DenseI64ArrayAttr>(strides);
+      out.strides.push_back(strides);
+    } else if (result.isTensorList()) {
       if (node->outputs().size() != 1)
-        fail(loc, overload + " returns a Tensor[] among other results");
-      listResult = true;
-      for (const at::Tensor &t : out.toTensorList().vec()) {
-        types.push_back(tensorType(t, loc));
-        resultStrides.push_back(builder.getUnitAttr());
+        fail(site.loc,
+             site.overload + " returns a Tensor[] among other results");
+      out.list = true;
+      for (const at::Tensor &t : result.toTensorList().vec()) {
+        types.push_back(tensorType(t, site.loc));
+        out.strides.push_back(builder.getUnitAttr());
       }
-    } else if (!out.isNone()) {
-      fail(loc, overload + " returns a " + out.tagKind() +
-                    " computed from tensor data");
+    } else if (!result.isNone()) {
+      fail(site.loc, site.overload + " returns a " + result.tagKind() +
+                         " computed from tensor data");
     }
-    resultTypes.append(types.begin(), types.end());
-    outputTypes.push_back(types);
+    out.types.append(types.begin(), types.end());
+    out.ofOutput.push_back(types);
   }
-  unsigned numSchemaResults = resultTypes.size();
-  // The new values of mutated arguments follow the schema's results.
-  SmallVector<Value> mutatedOperands;
-  for (int64_t arg : mutated) {
-    AbsValue &a = lookup(node->inputs()[arg]);
-    if (!a.isTensor())
-      fail(loc, overload + " writes argument '" +
-                    schema.arguments()[arg].name() +
-                    "', which is not a tensor of the step");
-    resultTypes.push_back(a.tensor.getType());
-    mutatedOperands.push_back(a.tensor);
-  }
+  return out;
+}
 
-  // Writing through an alias changes the other tensors of its alias class
-  // (the base and its views) too; the functional rebinding below is exact
-  // only if none of them is read afterwards, and a buffer is never written
-  // through a view.
-  for (size_t k = 0; k < mutated.size(); ++k) {
-    Value target = mutatedOperands[k];
+/// A kernel result the meta kernel lays out dense but not contiguous (an
+/// einsum's permuted product, a batch_first LSTM's output): its strides, for
+/// the memory model (`aten.result_strides`); a unit where the result is
+/// contiguous or not the kernel's own (`ownResult` false: a view).
+Attribute Importer::resultStridesAttr(const at::Tensor &t, bool ownResult) {
+  if (!ownResult || !t.defined() || t.is_contiguous() ||
+      !t.is_non_overlapping_and_dense())
+    return builder.getUnitAttr();
+  return builder.getDenseI64ArrayAttr(
+      llvm::ArrayRef<int64_t>(t.strides().data(), t.strides().size()));
+}
+
+/// Writing through an alias changes the other tensors of its alias class
+/// (the base and its views) too; the functional rebinding (rebindWritten)
+/// is exact only if none of them is read afterwards, and a buffer is never
+/// written through a view.
+void Importer::checkWritesThroughAliases(const CallSite &site) {
+  for (Value target : site.mutatedOperands) {
     Value root = viewBase.lookup(target);
     if (!root)
       root = target;
     if (root != target && stateOf.count(root))
-      fail(loc, overload + " writes in place into a view of '" +
-                    stateOf.lookup(root) +
-                    "', which is not supported; assign the whole tensor");
+      fail(site.loc, site.overload + " writes in place into a view of '" +
+                         stateOf.lookup(root) +
+                         "', which is not supported; assign the whole tensor");
     auto aliases = [&](Value v) {
       if (v == target)
         return false;
@@ -1646,64 +1914,65 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
       if (!holdsTensor(entry.second, aliases))
         continue;
       for (const jit::Use &use : entry.first->uses())
-        if (use.user->isAfter(node))
-          fail(loc, overload + " writes in place into a tensor that shares "
-                               "memory with another one read later (a view "
-                               "or its base), which is not supported; use "
-                               "the out-of-place op or .clone()");
+        if (use.user->isAfter(site.node))
+          fail(site.loc, site.overload +
+                             " writes in place into a tensor that shares "
+                             "memory with another one read later (a view "
+                             "or its base), which is not supported; use "
+                             "the out-of-place op or .clone()");
     }
   }
+}
 
-  auto call = aten::CallOp::create(builder, 
-      loc, resultTypes, builder.getStringAttr(overload),
-      builder.getArrayAttr(args), operands,
-      mutated.empty() ? DenseI64ArrayAttr()
-                      : builder.getDenseI64ArrayAttr(mutated),
-      listResult ? builder.getUnitAttr() : UnitAttr());
-  if (anyStrided)
-    call->setAttr("aten.result_strides", builder.getArrayAttr(resultStrides));
-
-  // Results that alias an input (views: `Tensor(a)` in the schema).
-  auto aliasedInput = [&](const c10::AliasInfo *info) -> Value {
-    if (!info || info->isWrite())
-      return Value();
-    for (size_t j = 0; j < schema.arguments().size(); ++j) {
-      const c10::AliasInfo *argInfo = schema.arguments()[j].alias_info();
-      if (argInfo && !argInfo->isWrite() &&
-          argInfo->beforeSets() == info->beforeSets() &&
-          lookup(node->inputs()[j]).isTensor())
-        return lookup(node->inputs()[j]).tensor;
-    }
+/// The input a result aliases (a view: `Tensor(a)` in the schema), if any.
+Value Importer::aliasedInput(const CallSite &site,
+                             const c10::AliasInfo *info) {
+  if (!info || info->isWrite())
     return Value();
-  };
+  for (size_t j = 0; j < site.schema.arguments().size(); ++j) {
+    const c10::AliasInfo *argInfo = site.schema.arguments()[j].alias_info();
+    if (argInfo && !argInfo->isWrite() &&
+        argInfo->beforeSets() == info->beforeSets() &&
+        lookup(site.node->inputs()[j]).isTensor())
+      return lookup(site.node->inputs()[j]).tensor;
+  }
+  return Value();
+}
 
-  auto recordView = [&](Value result, Value base) {
-    Value root = viewBase.lookup(base);
-    viewBase[result] = root ? root : base;
-  };
-  // The new value of the argument a `Tensor(a!)` return writes, if any: an
-  // in-place op returns the tensor it wrote.
-  auto writtenResult = [&](const c10::AliasInfo *info) -> Value {
-    if (!info || !info->isWrite())
-      return Value();
-    for (auto [k, arg] : llvm::enumerate(mutated)) {
-      const c10::AliasInfo *argInfo = schema.arguments()[arg].alias_info();
-      if (argInfo && argInfo->beforeSets() == info->beforeSets())
-        return call.getResult(numSchemaResults + k);
-    }
+void Importer::recordView(Value result, Value base) {
+  Value root = viewBase.lookup(base);
+  viewBase[result] = root ? root : base;
+}
+
+/// The new value of the argument a `Tensor(a!)` return writes, if any: an
+/// in-place op returns the tensor it wrote.
+Value Importer::writtenResult(const CallSite &site, aten::CallOp call,
+                              const c10::AliasInfo *info) {
+  if (!info || !info->isWrite())
     return Value();
-  };
+  for (auto [k, arg] : llvm::enumerate(site.mutated)) {
+    const c10::AliasInfo *argInfo = site.schema.arguments()[arg].alias_info();
+    if (argInfo && argInfo->beforeSets() == info->beforeSets())
+      return call.getResult(site.numSchemaResults + k);
+  }
+  return Value();
+}
 
+/// Binds the node's outputs to the call's results.
+void Importer::bindResults(const CallSite &site, aten::CallOp call,
+                           const CallResults &results) {
+  jit::Node *node = site.node;
   unsigned next = 0;
   for (size_t i = 0; i < node->outputs().size(); ++i) {
-    const std::vector<Type> &types = outputTypes[i];
-    const c10::AliasInfo *info =
-        i < schema.returns().size() ? schema.returns()[i].alias_info() : nullptr;
-    if (listResult) {
+    const std::vector<Type> &types = results.ofOutput[i];
+    const c10::AliasInfo *info = i < site.schema.returns().size()
+                                     ? site.schema.returns()[i].alias_info()
+                                     : nullptr;
+    if (results.list) {
       // `Tensor(a)[]`: every element is a view of the input.
       if (info && !info->containedTypes().empty())
         info = &info->containedTypes()[0];
-      Value base = aliasedInput(info);
+      Value base = aliasedInput(site, info);
       std::vector<AbsValue> elements;
       for (size_t j = 0; j < types.size(); ++j) {
         Value element = call.getResult(next++);
@@ -1716,27 +1985,28 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
       bind(node->outputs()[i], fromIValue(c10::IValue()));
     } else {
       Value result = call.getResult(next++);
-      if (Value base = aliasedInput(info))
+      if (Value base = aliasedInput(site, info))
         recordView(result, base);
-      if (Value written = writtenResult(info))
+      if (Value written = writtenResult(site, call, info))
         result = written;
       bind(node->outputs()[i], AbsValue::ofTensor(result));
     }
   }
+}
 
-  // Rebind every name of a written tensor to its new value; a written buffer
-  // gets a state update.
-  for (auto [k, arg] : llvm::enumerate(mutated)) {
-    Value old = mutatedOperands[k];
-    Value updated = call.getResult(numSchemaResults + k);
+/// Rebinds every name of a written tensor to its new value; a written buffer
+/// gets a state update.
+void Importer::rebindWritten(const CallSite &site, aten::CallOp call) {
+  for (auto [k, old] : llvm::enumerate(site.mutatedOperands)) {
+    Value updated = call.getResult(site.numSchemaResults + k);
     for (auto &entry : env)
       replaceTensor(entry.second, old, updated);
     auto state = stateOf.find(old);
     if (state != stateOf.end()) {
       std::string fqn = state->second;
       if (states.lookup(fqn).isParam)
-        fail(loc, overload + " writes parameter '" + fqn +
-                      "' in place inside the forward");
+        fail(site.loc, site.overload + " writes parameter '" + fqn +
+                           "' in place inside the forward");
       current[fqn] = updated;
       stateOf[updated] = fqn;
     }
@@ -1786,245 +2056,10 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
   context->loadDialect<aten::ATenDialect, FSDPDialect, func::FuncDialect>();
   TimingScope noTiming;
   TimingScope &timing = options.timing ? *options.timing : noTiming;
-  auto computeType = [&](const std::string &name) -> Type {
-    if (name != "bf16" && name != "f16")
-      return Type();
-    return elementTypeNamed(name, context);
-  };
-  paramDtype = computeType(options.paramDtype);
-  bufferDtype = computeType(options.bufferDtype);
-  for (const std::string *name : {&options.paramDtype, &options.bufferDtype})
-    if (!name->empty() && !computeType(*name)) {
-      emitError(fileLoc) << "mixed precision dtype '" << *name
-                         << "': expected bf16 or f16";
-      return nullptr;
-    }
+  if (failed(setComputeTypes(options, fileLoc)))
+    return nullptr;
   try {
-    TimingScope loadTiming = timing.nest("load archive");
-    jit::ExtraFilesMap extra{{kMetadataExtraFile, ""}};
-    jit::Module root;
-    try {
-      archive = std::make_unique<fsdp::runtime::ModelArchive>(path);
-    } catch (const std::exception &e) {
-      fail(fileLoc, e.what());
-    }
-    try {
-      // The module's code, types and attributes, without the values of its
-      // parameters and buffers: the compiler needs their shapes only.
-      // On the CPU, whatever device the model was saved from: a module
-      // saved on a GPU names cuda:N for its storages, which a CPU libtorch
-      // cannot allocate (the values are never read, but the storages are
-      // made).
-      root = jit::load(archive->readerSkippingValues(), c10::Device(c10::kCPU),
-                       extra);
-    } catch (const c10::Error &e) {
-      fail(fileLoc, "cannot load '" + path + "' as TorchScript: " +
-                        firstLine(e.what_without_backtrace()));
-    }
-    if (!root.is_training())
-      emitWarning(fileLoc)
-          << "the module in '" << path
-          << "' was saved in eval mode: importing its eval-mode behaviour "
-             "(BatchNorm running statistics, no dropout); call model.train() "
-             "before tracing or scripting to train it";
-    if (!root.find_method("forward"))
-      fail(fileLoc, "the TorchScript module in '" + path +
-                        "' has no forward method");
-
-    // Input specs: those stored by python/fsdp_export.py, overridden by the
-    // command line.
-    std::vector<InputSpec> specs;
-    std::vector<std::string> storedTargets;
-    if (!extra[kMetadataExtraFile].empty()) {
-      auto json = llvm::json::parse(extra[kMetadataExtraFile]);
-      const llvm::json::Array *inputs = nullptr;
-      if (json)
-        if (auto *object = json->getAsObject()) {
-          inputs = object->getArray("inputs");
-          // Loss targets are not forward inputs: the training step reads
-          // them from the module (`fsdp.targets`).
-          if (const llvm::json::Array *targets = object->getArray("targets"))
-            for (const llvm::json::Value &t : *targets)
-              if (auto text = t.getAsString())
-                storedTargets.push_back(text->str());
-          if (const llvm::json::Array *names =
-                  object->getArray("non_persistent_buffers"))
-            for (const llvm::json::Value &n : *names)
-              if (auto text = n.getAsString())
-                nonPersistent.insert(*text);
-        }
-      if (!inputs)
-        fail(fileLoc, std::string("malformed ") + kMetadataExtraFile +
-                          " in '" + path + "'");
-      for (const llvm::json::Value &v : *inputs) {
-        InputSpec spec;
-        std::string error;
-        auto text = v.getAsString();
-        if (!text || !parseInputSpec(*text, spec, error))
-          fail(fileLoc, std::string(kMetadataExtraFile) + ": " +
-                            (text ? error : "input is not a string"));
-        specs.push_back(spec);
-      }
-    }
-    for (const InputSpec &spec : options.inputs) {
-      auto it = llvm::find_if(specs, [&](const InputSpec &s) {
-        return s.name == spec.name;
-      });
-      if (it != specs.end())
-        *it = spec;
-      else
-        specs.push_back(spec);
-    }
-
-    loadTiming.stop();
-    TimingScope inlineTiming = timing.nest("inline and JIT clean-up");
-    jit::Method forward = root.get_method("forward");
-    std::shared_ptr<jit::Graph> graphOwner = forward.graph()->copy();
-    graph = graphOwner.get();
-    inlineCalls(graph->block());
-    // No LowerSimpleTuples or EliminateDeadCode, and constant propagation
-    // only on immutable types: in libtorch 1.13 the others drop an in-place
-    // op on a tensor that a list holds (`feats = [h]; h.relu_()`), changing
-    // what the list reads. The walk folds tuples and the remaining constants
-    // itself; dead ops are removed from the functional IR it builds.
-    jit::ConstantPropagationImmutableTypes(graphOwner);
-
-    inlineTiming.stop();
-    TimingScope stateTiming = timing.nest("declare parameters and buffers");
-    module = ModuleOp::create(fileLoc);
-    if (!storedTargets.empty()) {
-      SmallVector<Attribute> targets;
-      for (const std::string &t : storedTargets)
-        targets.push_back(builder.getStringAttr(t));
-      module->setAttr(kTargetsAttr, builder.getArrayAttr(targets));
-    }
-    builder.setInsertionPointToEnd(module.getBody());
-    declareState(root);
-    stateTiming.stop();
-    TimingScope walkTiming = timing.nest("walk graph");
-
-    // Inputs: every tensor argument of forward needs a spec; others take
-    // their defaults.
-    const c10::FunctionSchema &schema = forward.function().getSchema();
-    SmallVector<Type> inputTypes;
-    SmallVector<std::string> inputNames;
-    SmallVector<std::pair<jit::Value *, AbsValue>> bound;
-    std::vector<bool> used(specs.size(), false);
-    std::vector<std::string> missing;
-    for (size_t i = 1; i < graph->inputs().size(); ++i) {
-      jit::Value *input = graph->inputs()[i];
-      std::string name = i < schema.arguments().size()
-                             ? schema.arguments()[i].name()
-                             : input->debugName();
-      auto it = llvm::find_if(specs, [&](const InputSpec &s) {
-        return s.name == name;
-      });
-      if (it != specs.end()) {
-        used[it - specs.begin()] = true;
-        if (!input->type()->isSubtypeOf(*c10::TensorType::get()) &&
-            !input->type()->isSubtypeOf(
-                *c10::OptionalType::create(c10::TensorType::get())))
-          fail(fileLoc, "input '" + name + "' of forward has type " +
-                            input->type()->repr_str() + ", not Tensor");
-        inputTypes.push_back(
-            RankedTensorType::get(it->shape, it->elementType(context)));
-        inputNames.push_back(name);
-        bound.push_back({input, AbsValue()});
-        continue;
-      }
-      if (i < schema.arguments().size() &&
-          schema.arguments()[i].default_value()) {
-        bound.push_back({input, fromIValue(*schema.arguments()[i].default_value())});
-        continue;
-      }
-      missing.push_back(name);
-    }
-    std::string expected;
-    for (size_t i = 1; i < schema.arguments().size(); ++i)
-      expected += (i > 1 ? ", " : "") + schema.arguments()[i].name();
-    for (size_t i = 0; i < specs.size(); ++i)
-      if (!used[i])
-        fail(fileLoc, "--input names '" + specs[i].name +
-                          "', which is not an input of forward (inputs: " +
-                          expected + ")");
-    if (!missing.empty()) {
-      std::string names;
-      for (const std::string &m : missing)
-        names += (names.empty() ? "" : ", ") + m;
-      fail(fileLoc, "no shape for input(s) " + names +
-                        " of forward: pass --input NAME:DIMSxDTYPE "
-                        "(e.g. --input " + missing[0] + ":8x32xf32)");
-    }
-
-    for (const InputSpec &spec : specs)
-      inputSummary += (inputSummary.empty() ? "" : ", ") + spec.str();
-    // Mixed precision types the step in other dtypes: say which.
-    auto dtypeText = [](Type t) {
-      std::string s;
-      llvm::raw_string_ostream os(s);
-      os << t;
-      return s;
-    };
-    if (paramDtype)
-      inputSummary += "; mixed precision: parameters and floating-point "
-                      "inputs in " + dtypeText(paramDtype);
-    if (paramDtype || bufferDtype)
-      inputSummary += std::string(paramDtype ? "," : "; mixed precision:") +
-                      " floating-point buffers in " +
-                      (bufferDtype ? dtypeText(bufferDtype)
-                                   : std::string("their own dtype"));
-    func = func::FuncOp::create(builder, 
-        fileLoc, "forward", builder.getFunctionType(inputTypes, {}));
-    Block *entry = func.addEntryBlock();
-    for (size_t i = 0; i < inputNames.size(); ++i)
-      func.setArgAttr(i, kNameAttr, builder.getStringAttr(inputNames[i]));
-    builder.setInsertionPointToEnd(entry);
-    size_t nextArg = 0;
-    for (auto &[value, abs] : bound) {
-      if (abs.kind != AbsValue::Kind::Unknown) {
-        bind(value, abs);
-        continue;
-      }
-      Value arg = entry->getArgument(nextArg++);
-      // Mixed precision: floating-point inputs in the compute dtype.
-      if (paramDtype && isa<FloatType>(cast<RankedTensorType>(arg.getType())
-                                           .getElementType()))
-        arg = aten::ATenBuilder(builder, arg.getLoc()).cast(arg, paramDtype);
-      bind(value, AbsValue::ofTensor(arg));
-    }
-    AbsValue self;
-    self.kind = AbsValue::Kind::Module;
-    self.module = root._ivalue();
-    bind(graph->inputs()[0], self);
-
-    try {
-      walkBlock(graph->block());
-    } catch (const c10::Error &e) {
-      fail(fileLoc, std::string("import failed: ") +
-                        firstLine(e.what_without_backtrace()));
-    }
-
-    SmallVector<Value> results;
-    for (jit::Value *out : graph->outputs())
-      flattenOutputs(lookup(out), fileLoc, results);
-    // Buffers the step changed keep their new value.
-    for (const std::string &fqn : stateOrder) {
-      Value now = current.lookup(fqn);
-      if (now && now != initial.lookup(fqn))
-        UpdateOp::create(builder, now.getLoc(),
-                                 FlatSymbolRefAttr::get(context, fqn), now);
-    }
-    func::ReturnOp::create(builder, fileLoc, results);
-    func.setType(builder.getFunctionType(inputTypes,
-                                         ValueRange(results).getTypes()));
-    removeDeadOps(func);
-    // What the compiler read of the archive's tensor values (for
-    // --fsdp-report): module tensors used as constants.
-    SmallVector<Attribute> read;
-    for (const auto &[name, bytes] : valuesRead)
-      read.push_back(builder.getArrayAttr(
-          {builder.getStringAttr(name), builder.getI64IntegerAttr(bytes)}));
-    module->setAttr(kValuesReadAttr, builder.getArrayAttr(read));
+    importStep(options, timing, fileLoc);
   } catch (const ImportFailure &) {
     if (module)
       module.erase();
@@ -2046,6 +2081,297 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
   if (failed(verify(*result)))
     return nullptr;
   return result;
+}
+
+/// Mixed precision's compute types (bf16 or f16; null: the model's own).
+LogicalResult Importer::setComputeTypes(const ImportOptions &options,
+                                        Location fileLoc) {
+  auto computeType = [&](const std::string &name) -> Type {
+    if (name != "bf16" && name != "f16")
+      return Type();
+    return elementTypeNamed(name, context);
+  };
+  paramDtype = computeType(options.paramDtype);
+  bufferDtype = computeType(options.bufferDtype);
+  for (const std::string *name : {&options.paramDtype, &options.bufferDtype})
+    if (!name->empty() && !computeType(*name)) {
+      emitError(fileLoc) << "mixed precision dtype '" << *name
+                         << "': expected bf16 or f16";
+      return failure();
+    }
+  return success();
+}
+
+/// The import itself: every failure throws (see run).
+void Importer::importStep(const ImportOptions &options, TimingScope &timing,
+                          Location fileLoc) {
+  TimingScope loadTiming = timing.nest("load archive");
+  jit::ExtraFilesMap extra{{kMetadataExtraFile, ""}};
+  jit::Module root = loadModule(extra, fileLoc);
+  std::vector<std::string> storedTargets;
+  std::vector<InputSpec> specs =
+      inputSpecs(extra[kMetadataExtraFile], options, storedTargets, fileLoc);
+
+  loadTiming.stop();
+  TimingScope inlineTiming = timing.nest("inline and JIT clean-up");
+  jit::Method forward = root.get_method("forward");
+  std::shared_ptr<jit::Graph> graphOwner = forward.graph()->copy();
+  graph = graphOwner.get();
+  inlineCalls(graph->block());
+  // No LowerSimpleTuples or EliminateDeadCode, and constant propagation
+  // only on immutable types: in libtorch 1.13 the others drop an in-place
+  // op on a tensor that a list holds (`feats = [h]; h.relu_()`), changing
+  // what the list reads. The walk folds tuples and the remaining constants
+  // itself; dead ops are removed from the functional IR it builds.
+  jit::ConstantPropagationImmutableTypes(graphOwner);
+
+  inlineTiming.stop();
+  TimingScope stateTiming = timing.nest("declare parameters and buffers");
+  module = ModuleOp::create(fileLoc);
+  if (!storedTargets.empty()) {
+    SmallVector<Attribute> targets;
+    for (const std::string &t : storedTargets)
+      targets.push_back(builder.getStringAttr(t));
+    module->setAttr(kTargetsAttr, builder.getArrayAttr(targets));
+  }
+  builder.setInsertionPointToEnd(module.getBody());
+  declareState(root);
+  stateTiming.stop();
+  TimingScope walkTiming = timing.nest("walk graph");
+
+  StepInputs inputs =
+      matchInputs(forward.function().getSchema(), specs, fileLoc);
+  summarizeInputs(specs);
+  createStep(inputs, root, fileLoc);
+  try {
+    walkBlock(graph->block());
+  } catch (const c10::Error &e) {
+    fail(fileLoc, std::string("import failed: ") +
+                      firstLine(e.what_without_backtrace()));
+  }
+  finishStep(inputs, fileLoc);
+}
+
+/// The module's code, types and attributes, without the values of its
+/// parameters and buffers: the compiler needs their shapes only.
+jit::Module Importer::loadModule(jit::ExtraFilesMap &extra,
+                                 Location fileLoc) {
+  jit::Module root;
+  try {
+    archive = std::make_unique<fsdp::runtime::ModelArchive>(path);
+  } catch (const std::exception &e) {
+    fail(fileLoc, e.what());
+  }
+  try {
+    // On the CPU, whatever device the model was saved from: a module
+    // saved on a GPU names cuda:N for its storages, which a CPU libtorch
+    // cannot allocate (the values are never read, but the storages are
+    // made).
+    root = jit::load(archive->readerSkippingValues(), c10::Device(c10::kCPU),
+                     extra);
+  } catch (const c10::Error &e) {
+    fail(fileLoc, "cannot load '" + path + "' as TorchScript: " +
+                      firstLine(e.what_without_backtrace()));
+  }
+  if (!root.is_training())
+    emitWarning(fileLoc)
+        << "the module in '" << path
+        << "' was saved in eval mode: importing its eval-mode behaviour "
+           "(BatchNorm running statistics, no dropout); call model.train() "
+           "before tracing or scripting to train it";
+  if (!root.find_method("forward"))
+    fail(fileLoc, "the TorchScript module in '" + path +
+                      "' has no forward method");
+  return root;
+}
+
+/// Input specs: those stored by python/fsdp_export.py, overridden by the
+/// command line.
+std::vector<InputSpec>
+Importer::inputSpecs(const std::string &metadata, const ImportOptions &options,
+                     std::vector<std::string> &storedTargets,
+                     Location fileLoc) {
+  std::vector<InputSpec> specs;
+  if (!metadata.empty())
+    specs = readMetadata(metadata, storedTargets, fileLoc);
+  for (const InputSpec &spec : options.inputs) {
+    auto it = llvm::find_if(
+        specs, [&](const InputSpec &s) { return s.name == spec.name; });
+    if (it != specs.end())
+      *it = spec;
+    else
+      specs.push_back(spec);
+  }
+  return specs;
+}
+
+/// What python/fsdp_export.py stores with the module: its input specs, the
+/// loss targets, and the buffers registered with persistent=False.
+std::vector<InputSpec>
+Importer::readMetadata(const std::string &metadata,
+                       std::vector<std::string> &storedTargets,
+                       Location fileLoc) {
+  auto json = llvm::json::parse(metadata);
+  const llvm::json::Array *inputs = nullptr;
+  if (json)
+    if (auto *object = json->getAsObject()) {
+      inputs = object->getArray("inputs");
+      // Loss targets are not forward inputs: the training step reads
+      // them from the module (`fsdp.targets`).
+      if (const llvm::json::Array *targets = object->getArray("targets"))
+        for (const llvm::json::Value &t : *targets)
+          if (auto text = t.getAsString())
+            storedTargets.push_back(text->str());
+      if (const llvm::json::Array *names =
+              object->getArray("non_persistent_buffers"))
+        for (const llvm::json::Value &n : *names)
+          if (auto text = n.getAsString())
+            nonPersistent.insert(*text);
+    }
+  if (!inputs)
+    fail(fileLoc, std::string("malformed ") + kMetadataExtraFile + " in '" +
+                      path + "'");
+  std::vector<InputSpec> specs;
+  for (const llvm::json::Value &v : *inputs) {
+    InputSpec spec;
+    std::string error;
+    auto text = v.getAsString();
+    if (!text || !parseInputSpec(*text, spec, error))
+      fail(fileLoc, std::string(kMetadataExtraFile) + ": " +
+                        (text ? error : "input is not a string"));
+    specs.push_back(spec);
+  }
+  return specs;
+}
+
+/// Inputs: every tensor argument of forward needs a spec; others take
+/// their defaults.
+StepInputs Importer::matchInputs(const c10::FunctionSchema &schema,
+                                 const std::vector<InputSpec> &specs,
+                                 Location fileLoc) {
+  StepInputs inputs;
+  std::vector<bool> used(specs.size(), false);
+  std::vector<std::string> missing;
+  for (size_t i = 1; i < graph->inputs().size(); ++i) {
+    jit::Value *input = graph->inputs()[i];
+    std::string name = i < schema.arguments().size()
+                           ? schema.arguments()[i].name()
+                           : input->debugName();
+    auto it = llvm::find_if(
+        specs, [&](const InputSpec &s) { return s.name == name; });
+    if (it != specs.end()) {
+      used[it - specs.begin()] = true;
+      if (!input->type()->isSubtypeOf(*c10::TensorType::get()) &&
+          !input->type()->isSubtypeOf(
+              *c10::OptionalType::create(c10::TensorType::get())))
+        fail(fileLoc, "input '" + name + "' of forward has type " +
+                          input->type()->repr_str() + ", not Tensor");
+      inputs.types.push_back(
+          RankedTensorType::get(it->shape, it->elementType(context)));
+      inputs.names.push_back(name);
+      inputs.bound.push_back({input, AbsValue()});
+      continue;
+    }
+    if (i < schema.arguments().size() &&
+        schema.arguments()[i].default_value()) {
+      inputs.bound.push_back(
+          {input, fromIValue(*schema.arguments()[i].default_value())});
+      continue;
+    }
+    missing.push_back(name);
+  }
+  std::string expected;
+  for (size_t i = 1; i < schema.arguments().size(); ++i)
+    expected += (i > 1 ? ", " : "") + schema.arguments()[i].name();
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (!used[i])
+      fail(fileLoc, "--input names '" + specs[i].name +
+                        "', which is not an input of forward (inputs: " +
+                        expected + ")");
+  if (!missing.empty()) {
+    std::string names;
+    for (const std::string &m : missing)
+      names += (names.empty() ? "" : ", ") + m;
+    fail(fileLoc, "no shape for input(s) " + names +
+                      " of forward: pass --input NAME:DIMSxDTYPE "
+                      "(e.g. --input " + missing[0] + ":8x32xf32)");
+  }
+  return inputs;
+}
+
+/// The input specs, for messages about shapes that do not fit the model.
+void Importer::summarizeInputs(const std::vector<InputSpec> &specs) {
+  for (const InputSpec &spec : specs)
+    inputSummary += (inputSummary.empty() ? "" : ", ") + spec.str();
+  // Mixed precision types the step in other dtypes: say which.
+  auto dtypeText = [](Type t) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << t;
+    return s;
+  };
+  if (paramDtype)
+    inputSummary += "; mixed precision: parameters and floating-point "
+                    "inputs in " + dtypeText(paramDtype);
+  if (paramDtype || bufferDtype)
+    inputSummary += std::string(paramDtype ? "," : "; mixed precision:") +
+                    " floating-point buffers in " +
+                    (bufferDtype ? dtypeText(bufferDtype)
+                                 : std::string("their own dtype"));
+}
+
+/// The step function, with forward's inputs bound to its arguments (or
+/// their defaults) and `self` to the root module.
+void Importer::createStep(const StepInputs &inputs, const jit::Module &root,
+                          Location fileLoc) {
+  func = func::FuncOp::create(builder, fileLoc, "forward",
+                              builder.getFunctionType(inputs.types, {}));
+  Block *entry = func.addEntryBlock();
+  for (size_t i = 0; i < inputs.names.size(); ++i)
+    func.setArgAttr(i, kNameAttr, builder.getStringAttr(inputs.names[i]));
+  builder.setInsertionPointToEnd(entry);
+  size_t nextArg = 0;
+  for (auto &[value, abs] : inputs.bound) {
+    if (abs.kind != AbsValue::Kind::Unknown) {
+      bind(value, abs);
+      continue;
+    }
+    Value arg = entry->getArgument(nextArg++);
+    // Mixed precision: floating-point inputs in the compute dtype.
+    if (paramDtype &&
+        isa<FloatType>(cast<RankedTensorType>(arg.getType()).getElementType()))
+      arg = aten::ATenBuilder(builder, arg.getLoc()).cast(arg, paramDtype);
+    bind(value, AbsValue::ofTensor(arg));
+  }
+  AbsValue self;
+  self.kind = AbsValue::Kind::Module;
+  self.module = root._ivalue();
+  bind(graph->inputs()[0], self);
+}
+
+/// The step's results and state updates, once the walk is done.
+void Importer::finishStep(const StepInputs &inputs, Location fileLoc) {
+  SmallVector<Value> results;
+  for (jit::Value *out : graph->outputs())
+    flattenOutputs(lookup(out), fileLoc, results);
+  // Buffers the step changed keep their new value.
+  for (const std::string &fqn : stateOrder) {
+    Value now = current.lookup(fqn);
+    if (now && now != initial.lookup(fqn))
+      UpdateOp::create(builder, now.getLoc(),
+                       FlatSymbolRefAttr::get(context, fqn), now);
+  }
+  func::ReturnOp::create(builder, fileLoc, results);
+  func.setType(
+      builder.getFunctionType(inputs.types, ValueRange(results).getTypes()));
+  removeDeadOps(func);
+  // What the compiler read of the archive's tensor values (for
+  // --fsdp-report): module tensors used as constants.
+  SmallVector<Attribute> read;
+  for (const auto &[name, bytes] : valuesRead)
+    read.push_back(builder.getArrayAttr(
+        {builder.getStringAttr(name), builder.getI64IntegerAttr(bytes)}));
+  module->setAttr(kValuesReadAttr, builder.getArrayAttr(read));
 }
 
 OwningOpRef<ModuleOp> fsdp::importTorchScript(llvm::StringRef path,
