@@ -3,35 +3,21 @@
 #include "fsdp/runtime/BatchData.h"
 
 #include <caffe2/serialize/inline_container.h>
-#include <torch/csrc/jit/serialization/unpickler.h>
+#include <torch/csrc/jit/serialization/import_read.h>
 
 #include <algorithm>
-#include <cstring>
 #include <fstream>
 
 namespace fsdp::runtime {
 
+namespace {
+
+/// What torch.save wrote to `path` (its archive "data").
 c10::IValue readTorchSave(const std::string &path) {
   caffe2::serialize::PyTorchStreamReader reader(path);
-  auto record = reader.getRecord("data.pkl");
-  std::string pickle(static_cast<const char *>(std::get<0>(record).get()),
-                     std::get<1>(record));
-  size_t pos = 0;
-  auto read = [&](char *buffer, size_t n) {
-    n = std::min(n, pickle.size() - pos);
-    std::memcpy(buffer, pickle.data() + pos, n);
-    pos += n;
-    return n;
-  };
-  auto readRecord = [&](const std::string &name) {
-    return std::get<0>(reader.getRecord("data/" + name));
-  };
-  torch::jit::Unpickler unpickler(read, nullptr, nullptr, readRecord,
-                                  c10::nullopt);
-  return unpickler.parse_ivalue();
+  return torch::jit::readArchiveAndTensors("data", "", "", std::nullopt,
+                                           std::nullopt, std::nullopt, reader);
 }
-
-namespace {
 
 /// The data file's dict name -> tensor.
 c10::impl::GenericDict readDataFile(const std::string &path) {

@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
-#include <ftw.h>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -27,18 +26,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// Removes `path` and, for a directory, everything below it (not following
-/// links); a path that is not there is no error. Not std::filesystem's
-/// remove_all: torch's wheel exports an older libstdc++'s copy of it, which
-/// the dynamic linker binds our call to, and that copy crashes.
+/// Removes `path` and, for a directory, everything below it; a path that
+/// is not there is no error.
 void removeAll(const std::string &path) {
-  ::nftw(
-      path.c_str(),
-      [](const char *file, const struct stat *, int, struct FTW *) {
-        ::remove(file);
-        return 0;
-      },
-      16, FTW_DEPTH | FTW_PHYS);
+  std::error_code ignored;
+  fs::remove_all(path, ignored);
 }
 
 constexpr const char *kFormat = "fsdp-checkpoint";

@@ -11,7 +11,6 @@
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netdb.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>

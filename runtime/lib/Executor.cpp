@@ -9,7 +9,6 @@
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/script.h>
-#include <torch/serialize.h>
 
 #include <algorithm>
 #include <chrono>

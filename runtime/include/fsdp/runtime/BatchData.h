@@ -20,10 +20,6 @@
 
 namespace fsdp::runtime {
 
-/// Reads a file written by Python's torch.save (zip format: data.pkl plus one
-/// record per storage).
-c10::IValue readTorchSave(const std::string &path);
-
 /// The data file's entries, checked against the plan's inputs: one per
 /// input name (an input of every micro-batch reads the same entry), with
 /// a leading dimension of steps x micro-batches; of a world of `world`
