@@ -369,6 +369,7 @@ private:
   LogicalResult simulate(WaitOp wait);
   LogicalResult simulate(ViewOp view);
   LogicalResult simulate(LocalShardOp local);
+  LogicalResult defineView(Value result, Value buffer);
   void freshResults(Operation *op);
   void copyToOtherMemory(Operation *op);
   void releaseDead(Operation &op, Operation *terminator);
@@ -1290,18 +1291,20 @@ LogicalResult Simulation::simulate(WaitOp wait) {
   return success();
 }
 
-LogicalResult Simulation::simulate(ViewOp view) {
-  views.insert(view.getResult());
-  define(view.getResult(), storageOf.lookup(view.getBuffer()),
-         contiguous(view.getType().getShape()));
+/// fsdp.view and fsdp.local_shard: a contiguous view of their buffer.
+LogicalResult Simulation::defineView(Value result, Value buffer) {
+  views.insert(result);
+  define(result, storageOf.lookup(buffer),
+         contiguous(cast<RankedTensorType>(result.getType()).getShape()));
   return success();
 }
 
+LogicalResult Simulation::simulate(ViewOp view) {
+  return defineView(view.getResult(), view.getBuffer());
+}
+
 LogicalResult Simulation::simulate(LocalShardOp local) {
-  views.insert(local.getResult());
-  define(local.getResult(), storageOf.lookup(local.getBuffer()),
-         contiguous(cast<RankedTensorType>(local.getType()).getShape()));
-  return success();
+  return defineView(local.getResult(), local.getBuffer());
 }
 
 } // namespace

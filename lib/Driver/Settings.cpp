@@ -22,16 +22,23 @@ LogicalResult fsdp::driver::error(const llvm::Twine &message) {
 
 namespace {
 
-/// The flags that turn FSDP on: any of them given shards the step.
+/// The flags that turn FSDP on: every FSDP option of StepOptions.def, and
+/// these.
 constexpr const char *kFSDPFlags[] = {
-    "world-size",        "sharding",          "shard-group-size",
-    "auto-wrap",         "min-num-params",    "wrap-class",
-    "wrap-module",       "ignore-module",     "fsdp-report",
-    "hybrid-reduction",  "backward-prefetch", "forward-prefetch",
-    "limit-all-gathers", "limit-reductions",  "activation-checkpointing",
-    "mixed-precision",   "param-dtype",       "reduce-dtype",
-    "buffer-dtype",      "offload-params",    "offload",
-    "offload-unit",      "offload-optim-unit"};
+#define FSDP_SHARD_OPTION(TYPE, FIELD, FLAG, NAME, DEFAULT, HELP) FLAG,
+#define FSDP_SHARD_LIST_OPTION(FIELD, FLAG, NAME, VALUE, HELP) FLAG,
+#include "fsdp/Transforms/StepOptions.def"
+    "activation-checkpointing", "fsdp-report", "mixed-precision",
+    "param-dtype", "reduce-dtype", "buffer-dtype", "offload"};
+
+/// The training step's flags, which need --loss, in the order a missing
+/// --loss names them.
+constexpr const char *kTrainFlags[] = {
+    "optimizer",
+#define FSDP_TRAIN_OPTION(TYPE, FIELD, FLAG, NAME, DEFAULT, HELP) FLAG,
+#define FSDP_TRAIN_LIST_OPTION(FIELD, FLAG, NAME, VALUE, HELP) FLAG,
+#include "fsdp/Transforms/StepOptions.def"
+};
 
 /// The Accelerate file's settings, where no flag gives them; its
 /// num_machines.
@@ -280,15 +287,10 @@ LogicalResult fsdp::driver::checkTrainOptions(const CompileOptions &o) {
     if (o.fsdp.enabled)
       return error("FSDP options need --loss: what is sharded is the "
                    "training step");
-    if (const char *flag = firstGiven(
-            o, {"optimizer", "lr", "weight-decay", "momentum", "nesterov",
-                "dampening", "maximize", "amsgrad", "lr-schedule",
-                "warmup-steps", "total-steps", "max-grad-norm", "grad-accum",
-                "grad-scaler", "init-scale", "growth-factor",
-                "backoff-factor", "growth-interval", "ac-class", "ac-module",
-                "beta1", "beta2", "eps", "target"}))
-      return error(llvm::Twine("--") + flag +
-                   " needs --loss: the training step is built from a loss");
+    for (const char *flag : kTrainFlags)
+      if (o.given(flag))
+        return error(llvm::Twine("--") + flag +
+                     " needs --loss: the training step is built from a loss");
     return success();
   }
   if (!o.given("optimizer"))

@@ -105,7 +105,6 @@ struct Optimizer : fsdp::impl::OptimizerBase<Optimizer> {
   /// Adam's per-step scalars, computed once before the first update.
   void adamStep(aten::ATenBuilder &b, Value step);
   bool isAdam() const { return kind != OptimizerKind::SGD; }
-  bool isSchedule(LrSchedule s) const { return schedule == s; }
   // The optimizer and the schedule (none: a constant rate), from the
   // options.
   OptimizerKind kind = OptimizerKind::SGD;
@@ -185,13 +184,13 @@ LogicalResult Optimizer::checkOptions(ModuleOp module) {
   if (warmupSteps < 0 || totalSteps < 0)
     return module.emitError("warmup-steps and total-steps must not be "
                             "negative");
-  if ((isSchedule(LrSchedule::Linear) || isSchedule(LrSchedule::Cosine)) &&
+  if ((schedule == LrSchedule::Linear || schedule == LrSchedule::Cosine) &&
       totalSteps < 1)
     return module.emitError("the ")
            << lrSchedule
            << " learning-rate schedule needs total-steps: the steps over "
               "which the learning rate decays to 0";
-  if ((!schedule || isSchedule(LrSchedule::Constant)) && totalSteps != 0)
+  if ((!schedule || schedule == LrSchedule::Constant) && totalSteps != 0)
     return module.emitError("total-steps applies to the linear and cosine "
                             "learning-rate schedules");
   if (!schedule && warmupSteps != 0)
@@ -327,11 +326,11 @@ Value Optimizer::scheduledLr(aten::ATenBuilder &b, Value step) {
   // float(k) / float(max(1, warmup))
   Value warming = b.divScalar(k, std::max(1.0, warmup));
   Value after;
-  if (isSchedule(LrSchedule::Constant)) {
+  if (schedule == LrSchedule::Constant) {
     after = b.splat(f64, 1.0);
   } else {
     double span = std::max(1.0, total - warmup);
-    if (isSchedule(LrSchedule::Linear)) {
+    if (schedule == LrSchedule::Linear) {
       // float(total - k) / float(max(1, total - warmup))
       Value left = b.call("aten::rsub.Scalar", {k, b.f64(total), b.i64(1)}, f64);
       after = b.divScalar(left, span);

@@ -85,6 +85,7 @@ struct Shard : fsdp::impl::ShardBase<Shard> {
   }
 
   Strategy strategy = Strategy::FULL_SHARD;
+  HybridReduction reduction = HybridReduction::Ordered;
   Type reduceElement; // reduce-dtype, or null
   int64_t groupSize = 1;
   func::FuncOp func;
@@ -125,9 +126,12 @@ LogicalResult Shard::checkOptions(ModuleOp module) {
                    strategy == Strategy::SHARDED_DDP))
     return module.emitError("CPU offload applies to FSDP's strategies, not ")
            << sharding << " (its parameters are whole on every rank)";
-  if (!symbolizeHybridReduction(hybridReduction))
+  std::optional<HybridReduction> named =
+      symbolizeHybridReduction(hybridReduction);
+  if (!named)
     return module.emitError("unknown HYBRID_SHARD reduction '")
            << hybridReduction << "': expected ordered or two-stage";
+  reduction = *named;
   if (worldSize < 1)
     return module.emitError("world size must be at least 1, found ")
            << int64_t(worldSize);
@@ -337,8 +341,7 @@ void Shard::reduceGradients(Unit &unit) {
   // HYBRID_SHARD, ordered: one reduce-scatter whose sum runs over the world
   // in rank order; two-stage: a reduce-scatter in the shard group, then an
   // all-reduce across the replica groups.
-  bool ordered = hybrid && symbolizeHybridReduction(hybridReduction) ==
-                               HybridReduction::Ordered;
+  bool ordered = hybrid && reduction == HybridReduction::Ordered;
   auto start = ReduceScatterStartOp::create(
       builder, loc, FutureType::get(ctx, shardType), flatGrad, ref,
       CommGroupAttr::get(ctx, CommGroup::shard),

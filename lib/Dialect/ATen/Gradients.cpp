@@ -547,15 +547,16 @@ LogicalResult matmul(GradientContext &c) {
         sa.drop_back(2), so.drop_back(2));
     if (!batch)
       return c.autograd();
-    int64_t count = 1;
-    for (int64_t d : *batch)
-      count *= d;
+    int64_t count = ShapedType::getNumElements(*batch);
     int64_t n = sa[rs - 2], m = sa[rs - 1], p = so[ro - 1];
     SmallVector<int64_t> ea(*batch), eb(*batch);
     ea.append({n, m});
     eb.append({m, p});
-    Value a3 = c.b.reshape(c.b.expand(self, ea), {count, n, m});
-    Value b3 = c.b.reshape(c.b.expand(other, eb), {count, m, p});
+    // Each side's operand only where the other side's gradient needs it.
+    Value a3 = c.needs(1) ? c.b.reshape(c.b.expand(self, ea), {count, n, m})
+                          : Value();
+    Value b3 = c.needs(0) ? c.b.reshape(c.b.expand(other, eb), {count, m, p})
+                          : Value();
     Value g3 = c.b.reshape(c.grad(), {count, n, p});
     if (c.needs(0))
       c.set(0, c.b.sumToShape(
