@@ -54,3 +54,10 @@ endif()
 
 find_package(Torch REQUIRED CONFIG)
 message(STATUS "Using libtorch ${Torch_VERSION} from ${Torch_DIR}")
+# A build directory configured before the torch 2.x platform may still name
+# an older libtorch in its cache.
+if(Torch_VERSION VERSION_LESS 2.11)
+  message(FATAL_ERROR "libtorch ${Torch_VERSION} at ${Torch_DIR}: fsdp-opt "
+    "needs torch 2.11 (scripts/setup.sh installs it in .venv); remove the "
+    "build directory's CMakeCache.txt and configure again")
+endif()

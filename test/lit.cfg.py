@@ -47,7 +47,7 @@ config.environment["PYTHONPATH"] = os.pathsep.join(
 config.environment["OMP_NUM_THREADS"] = "1"
 
 # `scripts/test.sh --full` (lit --param full=1): the exhaustive sweeps too
-# (tests marked `REQUIRES: full`).
+# (the `%if full %{ ... %}` RUN lines).
 if lit_config.params.get("full"):
     config.available_features.add("full")
 

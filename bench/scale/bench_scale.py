@@ -77,7 +77,6 @@ import argparse
 import contextlib
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -96,6 +95,7 @@ import torch.multiprocessing as mp  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 import fsdp_export  # noqa: E402
+from launch import free_port  # noqa: E402
 import models  # noqa: E402
 import train_parity  # noqa: E402
 
@@ -117,11 +117,6 @@ REFERENCES = {"ddp": ("PyTorch DDP", "replicated", "n/a"),
 MEMORY_STEPS = 2
 STEP_MARK = "bench_scale.step"  # the profiler's range around a step
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def local(t):
