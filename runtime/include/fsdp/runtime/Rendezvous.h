@@ -1,0 +1,76 @@
+//===- Rendezvous.h - where the ranks meet and hear of failures -*- C++ -*-===//
+//
+// What every multi-rank communicator shares, whatever moves its tensors:
+// the c10d TCPStore the ranks meet at, the count of ranks that joined, the
+// first failure any rank reports, and a watchdog that ends this process
+// when another rank fails or the store disappears.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_RENDEZVOUS_H
+#define FSDP_RUNTIME_RENDEZVOUS_H
+
+#include "fsdp/runtime/Communicator.h"
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+
+namespace fsdp::runtime {
+
+class Rendezvous {
+public:
+  /// Meets the ranks of `info` through a c10d TCPStore at
+  /// MASTER_ADDR:MASTER_PORT (rank 0 serves it, unless torchrun's agent
+  /// does): every rank counts itself in and waits for the others, all
+  /// within one FSDP_RUN_TIMEOUT. Throws an Error saying who is missing.
+  explicit Rendezvous(const RankInfo &info);
+  /// A clean end: stops the watchdog; rank 0 keeps the store up until
+  /// every rank is done with it (or the timeout passes).
+  ~Rendezvous();
+
+  /// This run's keys (a prefix of its own: an agent's store outlives a
+  /// restart of the ranks).
+  const c10::intrusive_ptr<c10d::Store> &store() const { return store_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  const RankInfo &info() const { return info_; }
+
+  /// What the watchdog asks a communicator between its looks at the store:
+  /// a failure of this rank's own (a collective past its deadline, an
+  /// asynchronous error), or "".
+  using LocalCheck = std::function<std::string()>;
+  /// What runs before the watchdog ends the process (aborting a
+  /// communicator whose kernels would otherwise hang the device).
+  using BeforeExit = std::function<void()>;
+  /// Starts the watchdog: every 200 ms it looks for another rank's failure
+  /// (then this rank stops with that message, status kStoppedByOtherRank)
+  /// and asks `check` (a failure found there is reported to every rank and
+  /// this one exits with status 1).
+  void startWatchdog(LocalCheck check = {}, BeforeExit beforeExit = {});
+
+  /// Tells every other rank that this one failed with `message`. Only the
+  /// first failure reported is kept. Never throws.
+  void abort(const std::string &message);
+  /// The failure another rank reported, waiting up to `patience`; "" if
+  /// none. Never throws.
+  std::string failureOfOthers(std::chrono::milliseconds patience);
+
+private:
+  void watch(LocalCheck check, BeforeExit beforeExit);
+
+  RankInfo info_;
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::atomic<bool> stopping{false};
+  std::thread watchdog;
+};
+
+/// "12.5 s": how a timeout is quoted in messages.
+std::string seconds(std::chrono::milliseconds t);
+
+} // namespace fsdp::runtime
+
+#endif // FSDP_RUNTIME_RENDEZVOUS_H

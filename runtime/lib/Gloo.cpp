@@ -1,0 +1,277 @@
+//===- Gloo.cpp - collectives between CPU ranks over c10d's Gloo ----------===//
+
+#include "fsdp/runtime/Communicator.h"
+#include "fsdp/runtime/Rendezvous.h"
+
+#ifdef FSDP_RUNTIME_GLOO
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace fsdp::runtime {
+
+#ifdef FSDP_RUNTIME_GLOO
+namespace {
+
+/// What Gloo moves for `t`: the tensor itself, or for a dtype this Gloo may
+/// not know (bf16: libtorch 1.13's Gloo has none), the same bytes as a
+/// 16-bit type it knows (f16). Gathers and all-to-alls only move bytes;
+/// sums are computed here, in `t`'s own type.
+at::Tensor asSent(const at::Tensor &t) {
+  return t.scalar_type() == at::kBFloat16 ? t.view(at::kHalf) : t;
+}
+
+/// A c10d work whose result is computed from its buffers once complete.
+class GlooPending : public Pending {
+public:
+  GlooPending(c10::intrusive_ptr<c10d::Work> work,
+              std::function<at::Tensor()> finish,
+              std::vector<at::Tensor> buffers)
+      : work(std::move(work)), finish(std::move(finish)),
+        buffers(std::move(buffers)) {}
+  std::vector<at::Tensor> held() const override { return buffers; }
+  at::Tensor wait() override {
+    try {
+      work->wait();
+    } catch (const std::exception &e) {
+      throw Error("a collective failed (did another rank stop?): " +
+                  firstLine(e));
+    }
+    return finish();
+  }
+
+private:
+  c10::intrusive_ptr<c10d::Work> work;
+  std::function<at::Tensor()> finish;
+  std::vector<at::Tensor> buffers;
+};
+
+class Gloo : public Communicator {
+public:
+  Gloo(const RankInfo &info, int shardGroupSize);
+
+  int rank() const override { return info.rank; }
+  int worldSize() const override { return info.worldSize; }
+  int groupRank(CommGroup group) const override {
+    switch (group) {
+    case CommGroup::World:
+      return info.rank;
+    case CommGroup::Shard:
+      return info.rank % shardSize;
+    case CommGroup::Replicate:
+      return info.rank / shardSize;
+    }
+    return 0;
+  }
+  int groupSize(CommGroup group) const override {
+    switch (group) {
+    case CommGroup::World:
+      return info.worldSize;
+    case CommGroup::Shard:
+      return shardSize;
+    case CommGroup::Replicate:
+      return info.worldSize / shardSize;
+    }
+    return 1;
+  }
+
+  std::unique_ptr<Pending> allGather(const at::Tensor &shard,
+                                     CommGroup group) override {
+    int n = groupSize(group);
+    if (n == 1)
+      return completed(shard.clone());
+    // One output buffer, rank i's shard its i-th chunk: no concatenation
+    // after the gather (Gloo itself receives into a buffer of its own and
+    // copies into the chunks, which the runtime does not see).
+    std::vector<int64_t> sizes = shard.sizes().vec();
+    sizes[0] *= n;
+    at::Tensor output = at::empty(sizes, shard.options());
+    std::vector<std::vector<at::Tensor>> outputs{asSent(output).chunk(n)};
+    std::vector<at::Tensor> inputs{asSent(shard.contiguous())};
+    auto work = pg(group)->allgather(outputs, inputs);
+    return std::make_unique<GlooPending>(
+        work, [output]() { return output; }, std::vector<at::Tensor>{output});
+  }
+
+  std::unique_ptr<Pending> reduceScatter(const at::Tensor &full,
+                                         CommGroup group,
+                                         bool mean) override {
+    int n = groupSize(group);
+    if (n == 1)
+      return completed(full.clone());
+    // All-to-all: rank r receives shard r of every rank's tensor and adds
+    // them up in rank order, as data-parallel gradients accumulate in one
+    // process (loss.backward() per micro-batch), so the sum is the same
+    // to the last bit on every rank and run. (Gloo's own all-reduce adds
+    // in ring order.)
+    at::Tensor input = full.contiguous();
+    at::Tensor output = at::empty_like(input);
+    std::vector<int64_t> counts;
+    at::Tensor sentOutput = asSent(output), sentInput = asSent(input);
+    auto work =
+        pg(group)->alltoall_base(sentOutput, sentInput, counts, counts);
+    return std::make_unique<GlooPending>(
+        work, [output, n, mean]() { return sumChunks(output, n, mean); },
+        std::vector<at::Tensor>{input, output});
+  }
+
+  std::unique_ptr<Pending> reduceScatterOverWorld(const at::Tensor &full,
+                                                  bool mean) override {
+    if (shardSize == info.worldSize)
+      return reduceScatter(full, CommGroup::Shard, mean);
+    // All-to-all over the world: every rank sends rank q the shard q's
+    // index in its group holds, so rank r receives its shard from every
+    // rank, in rank order.
+    int world = info.worldSize;
+    std::vector<at::Tensor> shards = full.contiguous().chunk(shardSize);
+    std::vector<at::Tensor> outgoing;
+    for (int q = 0; q < world; ++q)
+      outgoing.push_back(shards[q % shardSize]);
+    at::Tensor input = at::cat(outgoing);
+    at::Tensor output = at::empty_like(input);
+    std::vector<int64_t> counts;
+    at::Tensor sentOutput = asSent(output), sentInput = asSent(input);
+    auto work = worldPG->alltoall_base(sentOutput, sentInput, counts, counts);
+    return std::make_unique<GlooPending>(
+        work, [output, world, mean]() { return sumChunks(output, world, mean); },
+        std::vector<at::Tensor>{input, output});
+  }
+
+  std::unique_ptr<Pending> allReduce(const at::Tensor &t, CommGroup group,
+                                     bool mean) override {
+    int n = groupSize(group);
+    if (n == 1)
+      return completed(t.clone());
+    // A reduce-scatter in rank order, then an all-gather of the shards:
+    // every rank holds the same bits.
+    int64_t numel = t.numel(), padded = (numel + n - 1) / n * n;
+    at::Tensor flat = t.contiguous().view({-1});
+    if (padded != numel)
+      flat = at::cat({flat, at::zeros({padded - numel}, flat.options())});
+    std::shared_ptr<Pending> scatter(reduceScatter(flat, group, mean));
+    auto shape = t.sizes().vec();
+    CommGroup g = group;
+    std::vector<at::Tensor> buffers = scatter->held();
+    buffers.push_back(flat);
+    return std::make_unique<Deferred>(
+        [this, scatter, g, numel, shape]() {
+          at::Tensor shard = scatter->wait();
+          return allGather(shard, g)->wait().narrow(0, 0, numel).view(shape);
+        },
+        std::move(buffers));
+  }
+
+  void abort(const std::string &message) override {
+    rendezvous.abort(message);
+  }
+
+  std::string failureOfOthers(std::chrono::milliseconds patience) override {
+    return rendezvous.failureOfOthers(patience);
+  }
+
+private:
+  /// Work that completes when `finish` runs.
+  class Deferred : public Pending {
+  public:
+    Deferred(std::function<at::Tensor()> finish,
+             std::vector<at::Tensor> buffers)
+        : finish(std::move(finish)), buffers(std::move(buffers)) {}
+    at::Tensor wait() override { return finish(); }
+    std::vector<at::Tensor> held() const override { return buffers; }
+
+  private:
+    std::function<at::Tensor()> finish;
+    std::vector<at::Tensor> buffers;
+  };
+
+  /// The sum of the `n` equal chunks of `received` (a buffer of our own),
+  /// in order; for the mean each chunk is divided by `n` first, as NCCL's
+  /// ncclAvg (FSDP2's ReduceOp.AVG) scales each contribution before the
+  /// sum: a sum that would overflow where the mean does not cannot.
+  static at::Tensor sumChunks(const at::Tensor &received, int n, bool mean) {
+    if (mean)
+      received.div_(n);
+    std::vector<at::Tensor> chunks = received.chunk(n);
+    at::Tensor sum = chunks[0].clone();
+    for (int i = 1; i < n; ++i)
+      sum.add_(chunks[i]);
+    return sum;
+  }
+
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> &pg(CommGroup group) {
+    switch (group) {
+    case CommGroup::Shard:
+      return shardPG ? shardPG : worldPG;
+    case CommGroup::Replicate:
+      return replicatePG ? replicatePG : worldPG;
+    case CommGroup::World:
+      break;
+    }
+    return worldPG;
+  }
+  c10::intrusive_ptr<c10d::ProcessGroupGloo>
+  makeGroup(const std::string &name, int rank, int size);
+
+  // First: the process groups end before the rendezvous does.
+  Rendezvous rendezvous;
+  RankInfo info;
+  int shardSize;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> worldPG, shardPG, replicatePG;
+};
+
+c10::intrusive_ptr<c10d::ProcessGroupGloo>
+Gloo::makeGroup(const std::string &name, int rank, int size) {
+  auto options =
+      c10d::ProcessGroupGloo::Options::create(rendezvous.timeout());
+  if (const char *iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface)
+    options->devices.push_back(
+        c10d::ProcessGroupGloo::createDeviceForInterface(iface));
+  else if (info.masterAddr == "127.0.0.1" || info.masterAddr == "localhost")
+    options->devices.push_back(
+        c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  else
+    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(name, rendezvous.store());
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size,
+                                                     options);
+}
+
+Gloo::Gloo(const RankInfo &info, int shardGroupSize)
+    : rendezvous(info), info(info), shardSize(shardGroupSize) {
+  try {
+    worldPG = makeGroup("world/", info.rank, info.worldSize);
+    if (shardSize < info.worldSize) {
+      int group = info.rank / shardSize, index = info.rank % shardSize;
+      shardPG = makeGroup("shard" + std::to_string(group) + "/", index,
+                          shardSize);
+      replicatePG = makeGroup("replicate" + std::to_string(index) + "/",
+                              group, info.worldSize / shardSize);
+    }
+  } catch (const std::exception &e) {
+    throw Error("cannot connect the ranks' Gloo process groups (did another "
+                "rank stop?): " + firstLine(e));
+  }
+  rendezvous.startWatchdog();
+}
+
+} // namespace
+#endif // FSDP_RUNTIME_GLOO
+
+std::unique_ptr<Communicator> createGlooCommunicator(const RankInfo &info,
+                                                     int shardGroupSize) {
+#ifdef FSDP_RUNTIME_GLOO
+  return std::make_unique<Gloo>(info, shardGroupSize);
+#else
+  (void)shardGroupSize;
+  throw Error("this fsdp-run was built without Gloo's headers: it runs "
+              "single-rank plans only, not " +
+              std::to_string(info.worldSize) + " ranks");
+#endif
+}
+
+} // namespace fsdp::runtime

@@ -1,0 +1,474 @@
+//===- Rendezvous.cpp - the ranks' store, environment and watchdog --------===//
+
+#include "fsdp/runtime/Rendezvous.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <unistd.h>
+
+//===----------------------------------------------------------------------===//
+// The store's listen address
+//===----------------------------------------------------------------------===//
+//
+// libtorch's TCPStore (1.13; 2.x before masterListenFd) has no option for
+// the address its server listens on: it binds the wildcard address, so any
+// host that reaches the machine could write the rendezvous keys (and stop
+// the run through the abort key). While rank 0 starts its store, bind() is
+// interposed: a bind to the wildcard address becomes a bind to the address
+// the ranks meet at (loopback for --nproc, MASTER_ADDR under a launcher).
+// Every other bind of the process passes through untouched.
+
+namespace {
+std::atomic<const sockaddr_storage *> storeListenAddress{nullptr};
+
+bool isLoopback(const sockaddr_storage &addr) {
+  if (addr.ss_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in &>(addr).sin_addr.s_addr) >>
+            24) == 127;
+  if (addr.ss_family == AF_INET6)
+    return IN6_IS_ADDR_LOOPBACK(
+        &reinterpret_cast<const sockaddr_in6 &>(addr).sin6_addr);
+  return false;
+}
+
+bool isWildcard(const sockaddr *addr) {
+  if (addr->sa_family == AF_INET)
+    return reinterpret_cast<const sockaddr_in *>(addr)->sin_addr.s_addr ==
+           htonl(INADDR_ANY);
+  if (addr->sa_family == AF_INET6)
+    return IN6_IS_ADDR_UNSPECIFIED(
+        &reinterpret_cast<const sockaddr_in6 *>(addr)->sin6_addr);
+  return false;
+}
+} // namespace
+
+extern "C" int bind(int fd, const sockaddr *addr, socklen_t len) noexcept {
+  using BindFn = int (*)(int, const sockaddr *, socklen_t);
+  static BindFn real = reinterpret_cast<BindFn>(::dlsym(RTLD_NEXT, "bind"));
+  if (!real) {
+    errno = ENOSYS;
+    return -1;
+  }
+  const sockaddr_storage *want = storeListenAddress.load();
+  if (!want || !addr || !isWildcard(addr))
+    return real(fd, addr, len);
+  sockaddr_storage to{};
+  socklen_t toLen = 0;
+  if (addr->sa_family == AF_INET && want->ss_family == AF_INET) {
+    auto *in = reinterpret_cast<sockaddr_in *>(&to);
+    *in = *reinterpret_cast<const sockaddr_in *>(want);
+    in->sin_port = reinterpret_cast<const sockaddr_in *>(addr)->sin_port;
+    toLen = sizeof(sockaddr_in);
+  } else if (addr->sa_family == AF_INET6) {
+    auto *in6 = reinterpret_cast<sockaddr_in6 *>(&to);
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = reinterpret_cast<const sockaddr_in6 *>(addr)->sin6_port;
+    if (want->ss_family == AF_INET6) {
+      in6->sin6_addr = reinterpret_cast<const sockaddr_in6 *>(want)->sin6_addr;
+    } else {
+      // The IPv4 address as IPv6 sees it (::ffff:a.b.c.d) on a dual-stack
+      // socket.
+      in6->sin6_addr.s6_addr[10] = 0xff;
+      in6->sin6_addr.s6_addr[11] = 0xff;
+      std::memcpy(&in6->sin6_addr.s6_addr[12],
+                  &reinterpret_cast<const sockaddr_in *>(want)->sin_addr, 4);
+    }
+    toLen = sizeof(sockaddr_in6);
+  } else {
+    errno = EADDRNOTAVAIL; // an IPv4 socket cannot listen on IPv6
+    return -1;
+  }
+  if (real(fd, reinterpret_cast<const sockaddr *>(&to), toLen) == 0)
+    return 0;
+  if (errno != EADDRNOTAVAIL)
+    return -1;
+  // MASTER_ADDR is not an address of this machine (a NAT address, a
+  // service name): the store listens on every interface, as libtorch's does.
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true))
+    fsdp::runtime::printLineToStderr(
+        "fsdp-run: warning: MASTER_ADDR is not an address of this machine; "
+        "rank 0's store listens on every interface");
+  return real(fd, addr, len);
+}
+
+namespace fsdp::runtime {
+
+namespace {
+/// While alive, the store server rank 0 starts listens on `host` only.
+class StoreListensOn {
+public:
+  /// `spansNodes`: other machines take part, so a name that resolves to
+  /// loopback here (Debian's /etc/hosts maps the host name to 127.0.1.1)
+  /// cannot be where they meet: the store then listens everywhere.
+  StoreListensOn(const std::string &host, bool spansNodes) {
+    addrinfo hints{}, *found = nullptr;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+    if (rc != 0 || !found)
+      throw Error("cannot resolve MASTER_ADDR '" + host + "': " +
+                  ::gai_strerror(rc));
+    std::memcpy(&address, found->ai_addr, found->ai_addrlen);
+    ::freeaddrinfo(found);
+    if (spansNodes && isLoopback(address))
+      return;
+    storeListenAddress.store(&address);
+  }
+  ~StoreListensOn() { storeListenAddress.store(nullptr); }
+
+private:
+  sockaddr_storage address{};
+};
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Environment
+//===----------------------------------------------------------------------===//
+
+static std::optional<int> envInt(const char *name) {
+  const char *value = std::getenv(name);
+  if (!value || !*value)
+    return std::nullopt;
+  char *end = nullptr;
+  long v = std::strtol(value, &end, 10);
+  if (*end != '\0' || v < 0)
+    throw Error(std::string("environment variable ") + name + "='" + value +
+                "' is not a non-negative integer");
+  return static_cast<int>(v);
+}
+
+std::chrono::milliseconds collectiveTimeout() {
+  const char *value = std::getenv("FSDP_RUN_TIMEOUT");
+  if (!value || !*value)
+    return std::chrono::seconds(600);
+  std::string text = value;
+  char *end = nullptr;
+  errno = 0;
+  double amount = std::strtod(text.c_str(), &end);
+  std::string unit(end);
+  double scale = unit.empty() || unit == "s" ? 1000.0
+                 : unit == "ms"              ? 1.0
+                 : unit == "m"               ? 60000.0
+                 : unit == "h"               ? 3600000.0
+                                             : -1.0;
+  // At least a millisecond, at most a week.
+  double ms = amount * scale;
+  if (end == text.c_str() || !std::isdigit(static_cast<unsigned char>(text[0])) ||
+      errno != 0 || scale < 0 || !(ms >= 1.0) || ms > 7 * 24 * 3600e3)
+    throw Error("FSDP_RUN_TIMEOUT='" + text + "' is not a duration: give "
+                "seconds (600) or a number with a unit (1500ms, 90s, 10m, "
+                "1h), from 1 ms to a week");
+  return std::chrono::milliseconds(static_cast<int64_t>(ms));
+}
+
+RankInfo rankInfoFromEnvironment() {
+  RankInfo info;
+  std::optional<int> rank = envInt("RANK"), world = envInt("WORLD_SIZE");
+  std::optional<int> localRank = envInt("LOCAL_RANK"),
+                     localWorld = envInt("LOCAL_WORLD_SIZE");
+  if (!rank && !world) {
+    // Slurm (srun): one task per rank.
+    rank = envInt("SLURM_PROCID");
+    world = envInt("SLURM_NTASKS");
+    localRank = envInt("SLURM_LOCALID");
+    localWorld = envInt("SLURM_NTASKS_PER_NODE");
+  }
+  if (!rank && !world)
+    return info;
+  if (!rank || !world)
+    throw Error("the launcher's environment sets one of RANK and WORLD_SIZE "
+                "but not the other");
+  if (*world < 1 || *rank >= *world)
+    throw Error("RANK " + std::to_string(*rank) + " is not a rank of " +
+                std::to_string(*world));
+  info.launched = true;
+  info.rank = *rank;
+  info.worldSize = *world;
+  info.localRank = localRank.value_or(*rank);
+  info.localWorldSize = localWorld.value_or(*world);
+  if (const char *addr = std::getenv("MASTER_ADDR"); addr && *addr)
+    info.masterAddr = addr;
+  else if (*world > 1)
+    throw Error("MASTER_ADDR is not set: the ranks meet at MASTER_ADDR:"
+                "MASTER_PORT (torchrun sets both; under Slurm, export them)");
+  if (std::optional<int> port = envInt("MASTER_PORT")) {
+    if (*port < 1 || *port > 65535)
+      throw Error("MASTER_PORT " + std::to_string(*port) + " is not a port");
+    info.masterPort = *port;
+  }
+  return info;
+}
+
+//===----------------------------------------------------------------------===//
+// The store
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr const char *kAbortKey = "fsdp/abort";
+constexpr const char *kDoneKey = "fsdp/done";
+constexpr const char *kJoinedKey = "fsdp/joined";
+
+/// torchrun's agent (static rendezvous) already serves a store at
+/// MASTER_ADDR:MASTER_PORT and says so: every rank is then its client.
+bool usesAgentStore() {
+  const char *value = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  return value && std::string(value) == "True";
+}
+
+/// This run's keys: an agent's store outlives a restart of the ranks.
+std::string storePrefix() {
+  const char *run = std::getenv("TORCHELASTIC_RUN_ID");
+  const char *restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  return std::string("fsdp-run/") + (run ? run : "") + "/" +
+         (restart ? restart : "0");
+}
+
+/// Waits until something accepts connections at host:port, or until the
+/// deadline. libtorch 2.x's TCPStore client, after a connect that timed out,
+/// sleeps a random backoff of seconds and tries once more, so a missing rank 0
+/// would cost two timeouts and more, with c10d's backtraces on stderr; this
+/// keeps to one deadline and leaves the store's client a server to reach.
+void waitForListener(const std::string &host, int port,
+                     std::chrono::steady_clock::time_point deadline) {
+  using Clock = std::chrono::steady_clock;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  std::string reason = "nothing accepts connections there";
+  while (true) {
+    addrinfo *found = nullptr;
+    int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
+                           &found);
+    if (rc != 0)
+      reason = std::string("cannot resolve the address: ") + gai_strerror(rc);
+    for (addrinfo *a = found; a; a = a->ai_next) {
+      int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                        a->ai_protocol);
+      if (fd < 0)
+        continue;
+      bool open = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+      if (!open && errno == EINPROGRESS) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - Clock::now());
+        pollfd p{fd, POLLOUT, 0};
+        int error = 0;
+        socklen_t len = sizeof(error);
+        open = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 1))) == 1 &&
+               ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 &&
+               error == 0;
+      }
+      ::close(fd);
+      if (open) {
+        ::freeaddrinfo(found);
+        return;
+      }
+    }
+    if (found)
+      ::freeaddrinfo(found);
+    if (Clock::now() >= deadline)
+      throw std::runtime_error(reason);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+} // namespace
+
+std::string seconds(std::chrono::milliseconds t) {
+  double s = t.count() / 1000.0;
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g s", s);
+  return text;
+}
+
+Rendezvous::Rendezvous(const RankInfo &info)
+    : info_(info), timeout_(collectiveTimeout()) {
+  std::chrono::milliseconds timeout = timeout_;
+  // One deadline for the whole rendezvous: reaching the store and meeting
+  // every rank.
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(info.masterPort);
+  options.isServer = info.rank == 0 && !usesAgentStore();
+  options.numWorkers = info.worldSize;
+  // The ranks count themselves in below, within the same timeout.
+  options.waitWorkers = false;
+  options.timeout = timeout;
+  try {
+    std::optional<StoreListensOn> listen;
+    if (options.isServer)
+      listen.emplace(info.masterAddr,
+                     /*spansNodes=*/info.worldSize > info.localWorldSize);
+    else
+      waitForListener(info.masterAddr, info.masterPort, deadline);
+    store_ = c10::make_intrusive<c10d::PrefixStore>(
+        storePrefix(),
+        c10::make_intrusive<c10d::TCPStore>(info.masterAddr, options));
+  } catch (const Error &) {
+    throw;
+  } catch (const std::exception &e) {
+    throw Error(
+        "cannot meet the other ranks at " + info.masterAddr + ":" +
+        std::to_string(info.masterPort) +
+        (info.rank == 0 ? ": " + firstLine(e)
+                        : " within " + seconds(timeout) +
+                              " (FSDP_RUN_TIMEOUT): is rank 0 running, with "
+                              "the same MASTER_ADDR and MASTER_PORT? (" +
+                              firstLine(e) + ")"));
+  }
+  // Every rank counts itself in and waits for the others.
+  try {
+    int64_t joined = store_->add(kJoinedKey, 1);
+    while (joined < info.worldSize) {
+      if (std::chrono::steady_clock::now() > deadline)
+        throw Error("only " + std::to_string(joined) + " of " +
+                    std::to_string(info.worldSize) + " ranks met at " +
+                    info.masterAddr + ":" + std::to_string(info.masterPort) +
+                    " within " + seconds(timeout) +
+                    " (FSDP_RUN_TIMEOUT): is every rank started?");
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      joined = store_->add(kJoinedKey, 0);
+    }
+  } catch (const Error &) {
+    throw;
+  } catch (const std::exception &e) {
+    throw Error("lost the rendezvous store at " + info.masterAddr + ":" +
+                std::to_string(info.masterPort) + " (did rank 0 stop?): " +
+                firstLine(e));
+  }
+}
+
+Rendezvous::~Rendezvous() {
+  // A clean end: stop watching, then rank 0 keeps the store up until every
+  // rank is done with it (or the timeout passes: a rank that died after the
+  // last collective).
+  stopping = true;
+  if (watchdog.joinable())
+    watchdog.join();
+  try {
+    store_->add(kDoneKey, 1);
+    auto deadline = std::chrono::steady_clock::now() + timeout_;
+    if (info_.rank == 0)
+      while (store_->add(kDoneKey, 0) < info_.worldSize &&
+             std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } catch (...) {
+  }
+}
+
+void Rendezvous::watch(LocalCheck check, BeforeExit beforeExit) {
+  // Its own connection to the store: the main thread's may be busy.
+  c10::intrusive_ptr<c10d::Store> client;
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<std::uint16_t>(info_.masterPort);
+    options.isServer = false;
+    options.waitWorkers = false;
+    options.timeout = timeout_;
+    client = c10::make_intrusive<c10d::PrefixStore>(
+        storePrefix(),
+        c10::make_intrusive<c10d::TCPStore>(info_.masterAddr, options));
+  } catch (...) {
+    return;
+  }
+  while (!stopping.load()) {
+    bool failed = false;
+    std::string message;
+    try {
+      if (client->check({kAbortKey})) {
+        std::vector<uint8_t> bytes = client->get(kAbortKey);
+        message = std::string(bytes.begin(), bytes.end());
+        failed = true;
+      }
+    } catch (const std::exception &e) {
+      if (stopping.load())
+        return;
+      message = "lost contact with rank 0 (its rendezvous store is gone)";
+      failed = true;
+    }
+    if (failed) {
+      printLineToStderr("fsdp-run: rank " + std::to_string(info_.rank) +
+                        " stops: " + message);
+      if (beforeExit)
+        beforeExit();
+      std::_Exit(kStoppedByOtherRank);
+    }
+    if (std::string own = check ? check() : ""; !own.empty()) {
+      // This rank's own failure, found while its main thread is blocked
+      // (a collective that does not complete): every rank hears of it.
+      own = "rank " + std::to_string(info_.rank) + ": " + own;
+      abort(own);
+      printLineToStderr("fsdp-run: error: " + own);
+      if (beforeExit)
+        beforeExit();
+      // Rank 0 serves the store that carries the message: keep it up
+      // until the others' watchdogs have read it.
+      if (info_.rank == 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(600));
+      std::_Exit(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+
+void Rendezvous::startWatchdog(LocalCheck check, BeforeExit beforeExit) {
+  watchdog = std::thread(
+      [this, check = std::move(check), beforeExit = std::move(beforeExit)] {
+        watch(check, beforeExit);
+      });
+}
+
+void Rendezvous::abort(const std::string &message) {
+  // This rank's own report is not news to its watchdog.
+  stopping = true;
+  try {
+    // Only the first failure is kept: the others follow from it.
+    std::vector<uint8_t> bytes(message.begin(), message.end());
+    store_->compareSet(kAbortKey, {}, bytes);
+  } catch (...) {
+  }
+}
+
+std::string Rendezvous::failureOfOthers(std::chrono::milliseconds patience) {
+  auto deadline = std::chrono::steady_clock::now() + patience;
+  try {
+    do {
+      if (store_->check({kAbortKey})) {
+        std::vector<uint8_t> bytes = store_->get(kAbortKey);
+        return std::string(bytes.begin(), bytes.end());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    } while (std::chrono::steady_clock::now() < deadline);
+  } catch (...) {
+  }
+  return "";
+}
+
+void printLineToStderr(const std::string &line) {
+  std::string text = line + "\n";
+  // One write(2) where it fits: POSIX keeps it whole on a pipe.
+  writeAll(STDERR_FILENO, text.data(), text.size());
+}
+
+} // namespace fsdp::runtime
