@@ -64,6 +64,23 @@ if config.torch_python and _has_torch(config.torch_python):
 else:
     lit_config.note("no Python with torch: importer tests are skipped")
 
+# --- GPUs (feature `cuda`) ---------------------------------------------------
+# The GPU tests (test/gpu, run by the gpu_*.test files and by
+# scripts/gpu-check.sh) need a CUDA device that torch sees and an fsdp-run
+# built with CUDA; elsewhere they are reported unsupported, never passed.
+def _has_cuda(python):
+    try:
+        probe = "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"
+        return subprocess.run([python, "-c", probe], capture_output=True,
+                              timeout=120).returncode == 0
+    except Exception:
+        return False
+
+if "torch" in config.available_features and _has_cuda(config.torch_python):
+    config.available_features.add("cuda")
+else:
+    lit_config.note("no CUDA device: the GPU tests are unsupported here")
+
 # --- Network namespaces (feature `netns`) -----------------------------------
 # e2e/torchrun_nodes.test runs each of two "nodes" in a network namespace of
 # its own (ip netns, unshare --uts) with an /etc/netns/NS/hosts: root only.

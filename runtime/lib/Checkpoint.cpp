@@ -48,9 +48,21 @@ std::string rankFileName(int rank) {
   return name;
 }
 
+/// Where a checkpoint keeps the generator's state: the CPU's as torch's
+/// get_rng_state gives it, a GPU's apart (its state is another shape; a
+/// run resumed on the other kind of device starts its generator afresh).
+const char *rngKey(c10::Device device) {
+  return device.is_cuda() ? "_cuda_rng_state" : "_rng_state";
+}
+const char *rngFile(c10::Device device) {
+  return device.is_cuda() ? "cuda_rng.pt" : "rng.pt";
+}
+
 /// Every rank waits for every other (an all-reduce of nothing).
 void barrier(Communicator &comm) {
-  comm.allReduce(at::zeros({1}), CommGroup::World, /*mean=*/false)->wait();
+  comm.allReduce(at::zeros({1}, comm.device()), CommGroup::World,
+                 /*mean=*/false)
+      ->wait();
 }
 
 /// The plan's state as a checkpoint records it: what a sharded checkpoint
@@ -190,7 +202,7 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
     c10::impl::GenericDict mine(c10::StringType::get(), c10::TensorType::get());
     for (const StateEntry &e : plan.state)
       mine.insert(e.name, state.at(e.name));
-    mine.insert("_rng_state", generatorState());
+    mine.insert(rngKey(comm.device()), generatorState(comm.device()));
     writeFileAtomically((fs::path(tmp) / rankFileName(comm.rank())).string(),
               saveForTorchLoad(mine));
   } else {
@@ -228,7 +240,7 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
             add(m.name, m.aliases,
                 full.narrow(0, m.offset, m.type.numel())
                     .view(m.type.shape)
-                    .clone());
+                    .to(c10::kCPU, /*non_blocking=*/false, /*copy=*/true));
             params.push_back(m.name);
           }
       } else if (e.kind == StateKind::Param) {
@@ -250,7 +262,8 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
               optimOf(m.name).insert(kind,
                                      full.narrow(0, m.offset, m.type.numel())
                                          .view(m.type.shape)
-                                         .clone());
+                                         .to(c10::kCPU, /*non_blocking=*/false,
+                                             /*copy=*/true));
         } else if (lead) {
           optimOf(e.param).insert(kind, state.at(e.name));
         }
@@ -301,8 +314,8 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
       optim.insert("param_groups", groups);
       writeFileAtomically((fs::path(tmp) / "optim.pt").string(),
                 saveForTorchLoad(optim));
-      writeFileAtomically((fs::path(tmp) / "rng.pt").string(),
-                saveForTorchLoad(generatorState()));
+      writeFileAtomically((fs::path(tmp) / rngFile(comm.device())).string(),
+                saveForTorchLoad(generatorState(comm.device())));
       // GradScaler.state_dict(): the scale (the state's zero stands for the
       // initial scale) and the good steps since it last changed.
       if (plan.gradScaler.is_object()) {
@@ -485,9 +498,9 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
                     " in '" + file + "', the plan has " + e.type.str());
       state[e.name] = t.clone();
     }
-    auto rng = dict.find("_rng_state");
+    auto rng = dict.find(rngKey(comm.device()));
     if (rng != dict.end() && rng->value().isTensor())
-      setGeneratorState(rng->value().toTensor());
+      setGeneratorState(comm.device(), rng->value().toTensor());
     return step;
   }
 
@@ -601,10 +614,11 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
     }
   }
   std::error_code ec;
-  if (fs::exists(fs::path(path) / "rng.pt", ec)) {
-    c10::IValue rng = loadPickle((fs::path(path) / "rng.pt").string());
+  if (fs::exists(fs::path(path) / rngFile(comm.device()), ec)) {
+    c10::IValue rng =
+        loadPickle((fs::path(path) / rngFile(comm.device())).string());
     if (rng.isTensor())
-      setGeneratorState(rng.toTensor());
+      setGeneratorState(comm.device(), rng.toTensor());
   }
   return step;
 }

@@ -22,7 +22,9 @@ private:
 
 class SingleRank : public Communicator {
 public:
+  explicit SingleRank(c10::Device device) : device_(device) {}
   int rank() const override { return 0; }
+  c10::Device device() const override { return device_; }
   int worldSize() const override { return 1; }
   int groupRank(CommGroup) const override { return 0; }
   int groupSize(CommGroup) const override { return 1; }
@@ -46,6 +48,9 @@ public:
   std::string failureOfOthers(std::chrono::milliseconds) override {
     return "";
   }
+
+private:
+  c10::Device device_;
 };
 
 } // namespace
@@ -54,8 +59,8 @@ std::unique_ptr<Pending> completed(at::Tensor result) {
   return std::make_unique<Ready>(std::move(result));
 }
 
-std::unique_ptr<Communicator> createSingleRankCommunicator() {
-  return std::make_unique<SingleRank>();
+std::unique_ptr<Communicator> createSingleRankCommunicator(c10::Device device) {
+  return std::make_unique<SingleRank>(device);
 }
 
 } // namespace fsdp::runtime

@@ -129,6 +129,16 @@ State loadState(const Plan &plan, const std::string &modelPath,
   return state;
 }
 
+void placeState(const Plan &plan, State &state, c10::Device device) {
+  for (const StateEntry &entry : plan.state) {
+    at::Tensor &t = state.at(entry.name);
+    if (!entry.host)
+      t = t.to(device);
+    else if (device.is_cuda())
+      t = t.to(c10::kCPU).pin_memory();
+  }
+}
+
 State gatherFlatParams(const Plan &plan, const State &state,
                        Communicator &comm) {
   State whole;
@@ -190,8 +200,12 @@ static mode_t processUmask() {
 
 namespace {
 /// The same value with every list, dict and tuple untyped (element type Any),
-/// so that the pickler writes plain Python containers.
+/// so that the pickler writes plain Python containers, and every tensor in
+/// CPU memory.
 c10::IValue untyped(const c10::IValue &value) {
+  // What torch.load reads anywhere: CPU tensors.
+  if (value.isTensor() && !value.toTensor().is_cpu())
+    return value.toTensor().cpu();
   if (value.isList()) {
     c10::impl::GenericList list(c10::AnyType::get());
     for (const c10::IValue &item : value.toListRef())
@@ -280,14 +294,14 @@ void writeFileAtomically(const std::string &path, const std::vector<char> &bytes
   }
 }
 
-at::Tensor generatorState() {
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
+at::Tensor generatorState(c10::Device device) {
+  at::Generator gen = at::globalContext().defaultGenerator(device);
   std::lock_guard<std::mutex> lock(gen.mutex());
   return gen.get_state();
 }
 
-void setGeneratorState(const at::Tensor &state) {
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
+void setGeneratorState(c10::Device device, const at::Tensor &state) {
+  at::Generator gen = at::globalContext().defaultGenerator(device);
   std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_state(state);
 }
@@ -369,6 +383,14 @@ static c10::IValue scalarArg(const json &arg, const c10::TypePtr &type,
   throw Error(where + ": unreadable argument " + arg.dump());
 }
 
+/// A `Device` or `Device?` argument (factories' `device`).
+static bool isDeviceArgument(const c10::Argument &argument) {
+  c10::TypePtr t = argument.type();
+  if (auto opt = t->cast<c10::OptionalType>())
+    t = opt->getElementType();
+  return t->kind() == c10::TypeKind::DeviceObjType;
+}
+
 /// A plan is a file people share: it may call only ATen operators whose
 /// effects stay inside the tensors they are given, and every argument an
 /// operator writes (by its schema's alias annotations) must be one the plan
@@ -440,7 +462,8 @@ static at::Tensor constantTensor(size_t i, const inst::Constant &constant) {
 }
 
 /// An operator call, resolved and checked against its schema.
-Executor::Call Executor::prepareCall(size_t i, const Instruction &inst) {
+Executor::Call Executor::prepareCall(size_t i, const Instruction &inst,
+                                     c10::Device device) {
   const inst::Call *planned = inst.call();
   const auto *backward = inst.as<inst::AutogradBackward>();
   std::string where = "instruction #" + std::to_string(i) + " (" +
@@ -479,6 +502,11 @@ Executor::Call Executor::prepareCall(size_t i, const Instruction &inst) {
         argSlots.push_back(e.is_null() ? -1 : e.get<int64_t>());
     } else {
       constant = scalarArg(arg, schema.arguments()[a].type(), where);
+      // A device the importer folded (`device=x.device`), or none (a
+      // factory's default, the CPU): the device the call runs on.
+      if (isDeviceArgument(schema.arguments()[a]) &&
+          (constant.isDevice() || constant.isNone()))
+        constant = c10::IValue(device);
     }
     for (size_t k = 0; k < argSlots.size(); ++k)
       if (argSlots[k] >= 0)
@@ -514,6 +542,7 @@ Executor::Executor(const Plan &plan, Communicator *comm)
     single = createSingleRankCommunicator();
     this->comm = single.get();
   }
+  device = this->comm->device();
   // CPU offload: the state the plan keeps in host memory.
   for (const StateEntry &e : plan.state)
     if (e.host)
@@ -534,10 +563,14 @@ Executor::Executor(const Plan &plan, Communicator *comm)
   constants.resize(plan.instructions.size());
   for (size_t i = 0; i < plan.instructions.size(); ++i) {
     const Instruction &inst = plan.instructions[i];
+    // The plan is device-neutral: its constants and the devices folded into
+    // its calls are the run's device (the host's, for what CPU offload
+    // computes there).
+    c10::Device where = inst.host ? c10::Device(c10::kCPU) : device;
     if (const auto *constant = inst.as<inst::Constant>())
-      constants[i] = constantTensor(i, *constant);
+      constants[i] = constantTensor(i, *constant).to(where);
     else if (inst.call())
-      calls[i] = prepareCall(i, inst);
+      calls[i] = prepareCall(i, inst, where);
   }
 }
 
@@ -817,12 +850,12 @@ void Executor::execute(const InstContext &c,
   for (int64_t a : inst.mutates)
     stack[a] = stack[a].toTensor().clone();
 
-  at::Tensor current = generatorState();
-  auto restore = [&] { setGeneratorState(current); };
+  at::Tensor current = generatorState(device);
+  auto restore = [&] { setGeneratorState(device, current); };
   std::vector<at::Tensor> grads;
   try {
     if (inst.rng >= 0)
-      setGeneratorState(slots[inst.rng]);
+      setGeneratorState(device, slots[inst.rng]);
     at::AutoGradMode enable(true);
     call.op->callBoxed(stack);
     restore();
@@ -864,13 +897,13 @@ void Executor::execute(const InstContext &c,
 }
 
 void Executor::execute(const InstContext &c, const inst::RngState &rng) {
-  set(rng.result, generatorState());
+  set(rng.result, generatorState(device));
 }
 
 void Executor::execute(const InstContext &c,
                        const inst::SetRngState &restore) {
   try {
-    setGeneratorState(slots[restore.state]);
+    setGeneratorState(device, slots[restore.state]);
   } catch (const c10::Error &e) {
     throw Error("instruction #" + std::to_string(c.i) +
                 " (set_rng_state): " + firstLine(e));
@@ -933,11 +966,21 @@ void Executor::execute(const InstContext &c, const inst::ToDevice &toDevice) {
   // CPU offload: a copy into the other memory, a separate allocation (on
   // the CPU both are host memory; the plan says which it stands for, and
   // the bytes are counted there).
-  set(toDevice.result, slots[toDevice.input].clone());
+  set(toDevice.result, slots[toDevice.input].to(device, /*non_blocking=*/false,
+                                                /*copy=*/true));
 }
 
 void Executor::execute(const InstContext &c, const inst::ToHost &toHost) {
-  set(toHost.result, slots[toHost.input].clone());
+  const at::Tensor &t = slots[toHost.input];
+  if (!device.is_cuda()) {
+    set(toHost.result, t.clone());
+    return;
+  }
+  // Page-locked host memory, which the GPU copies to and from directly.
+  at::Tensor host = at::empty_like(
+      t, t.options().device(c10::kCPU).pinned_memory(true));
+  host.copy_(t);
+  set(toHost.result, std::move(host));
 }
 
 void Executor::execute(const InstContext &, const inst::Free &) {

@@ -53,10 +53,11 @@ private:
 
 class Gloo : public Communicator {
 public:
-  Gloo(const RankInfo &info, int shardGroupSize);
+  Gloo(const RankInfo &info, int shardGroupSize, c10::Device device);
 
   int rank() const override { return info.rank; }
   int worldSize() const override { return info.worldSize; }
+  c10::Device device() const override { return device_; }
   int groupRank(CommGroup group) const override {
     switch (group) {
     case CommGroup::World:
@@ -221,6 +222,7 @@ private:
   Rendezvous rendezvous;
   RankInfo info;
   int shardSize;
+  c10::Device device_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> worldPG, shardPG, replicatePG;
 };
 
@@ -241,8 +243,8 @@ Gloo::makeGroup(const std::string &name, int rank, int size) {
                                                      options);
 }
 
-Gloo::Gloo(const RankInfo &info, int shardGroupSize)
-    : rendezvous(info), info(info), shardSize(shardGroupSize) {
+Gloo::Gloo(const RankInfo &info, int shardGroupSize, c10::Device device)
+    : rendezvous(info), info(info), shardSize(shardGroupSize), device_(device) {
   try {
     worldPG = makeGroup("world/", info.rank, info.worldSize);
     if (shardSize < info.worldSize) {
@@ -263,11 +265,13 @@ Gloo::Gloo(const RankInfo &info, int shardGroupSize)
 #endif // FSDP_RUNTIME_GLOO
 
 std::unique_ptr<Communicator> createGlooCommunicator(const RankInfo &info,
-                                                     int shardGroupSize) {
+                                                     int shardGroupSize,
+                                                     c10::Device device) {
 #ifdef FSDP_RUNTIME_GLOO
-  return std::make_unique<Gloo>(info, shardGroupSize);
+  return std::make_unique<Gloo>(info, shardGroupSize, device);
 #else
   (void)shardGroupSize;
+  (void)device;
   throw Error("this fsdp-run was built without Gloo's headers: it runs "
               "single-rank plans only, not " +
               std::to_string(info.worldSize) + " ranks");

@@ -85,6 +85,16 @@ void checkLaunch(const RunOptions &o) {
   if (nproc > kMaxLocalRanks)
     throw Error("--nproc " + std::to_string(nproc) + " is more than " +
                 std::to_string(kMaxLocalRanks) + " local ranks");
+  RankInfo last; // the highest local rank: is there a GPU for it?
+  last.rank = last.localRank = static_cast<int>(nproc - 1);
+  last.worldSize = last.localWorldSize = static_cast<int>(nproc);
+  if (o.checkCommunicator) {
+    if (o.shardGroupSize > 0 && nproc % o.shardGroupSize != 0)
+      throw Error("--shard-group-size " + std::to_string(o.shardGroupSize) +
+                  " does not divide --nproc " + std::to_string(nproc));
+    checkUpFront(o, last, /*writesOutputs=*/true);
+    return;
+  }
   Plan plan = loadPlan(o.plan);
   if (plan.worldSize != nproc)
     throw Error(compiledFor(plan, o.plan) + " but --nproc starts " +
@@ -94,7 +104,7 @@ void checkLaunch(const RunOptions &o) {
                 std::to_string(nproc));
   // Every call resolved and checked, once, before any rank starts.
   buildExecutor(plan, o.plan, nullptr);
-  checkUpFront(o, /*writesOutputs=*/true);
+  checkUpFront(o, last, /*writesOutputs=*/true);
 }
 
 /// The ranks' command line: this one without `--nproc N`.

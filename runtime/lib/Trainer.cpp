@@ -4,6 +4,7 @@
 #include "fsdp/runtime/BatchData.h"
 #include "fsdp/runtime/Checkpoint.h"
 #include "fsdp/runtime/CountingAllocator.h"
+#include "fsdp/runtime/Device.h"
 
 #include <ATen/Context.h>
 
@@ -138,6 +139,7 @@ struct StepResult {
   double loss = 0.0;
   double ms = 0.0;
   int64_t allocatorPeak = 0; // the allocator's peak in the step
+  int64_t reservedPeak = 0;  // on a GPU: what the caching allocator held
 };
 
 /// The steps of one rank's run and what they share: the metrics file
@@ -176,9 +178,11 @@ private:
   const int64_t steps;
   const bool lead; // rank 0: reports and writes
   std::ofstream metrics;
-  AllocatorCounter *allocator = nullptr;
+  const c10::Device device;
+  AllocatorCounter *allocator = nullptr; // on the CPU
   std::vector<at::Tensor> outputs;
   int64_t peak = 0, gradBytes = 0, allocatorPeak = 0, hostPeak = 0;
+  int64_t reservedPeak = 0;
   int64_t skippedSteps = 0; // rank 0's count: every rank skips together
 };
 
@@ -187,14 +191,15 @@ Training::Training(const RunOptions &o, const RankInfo &info, const Plan &plan,
                    StateDictType checkpointType, int64_t steps)
     : o(o), info(info), plan(plan), state(state), comm(comm),
       executor(executor), checkpointType(checkpointType), steps(steps),
-      lead(info.rank == 0) {
+      lead(info.rank == 0), device(comm.device()) {
   if (lead && !o.metrics.empty()) {
     metrics.open(o.metrics);
     if (!metrics)
       throw Error("cannot write metrics file '" + o.metrics + "': " +
                   std::strerror(errno));
   }
-  allocator = &AllocatorCounter::install();
+  if (!device.is_cuda())
+    allocator = &AllocatorCounter::install();
 }
 
 void Training::step(int64_t step,
@@ -212,18 +217,34 @@ StepResult Training::run(int64_t step,
   // gradient accumulation, micro-batch k of step s is entry s * K + k.
   for (const InputEntry &input : plan.inputs)
     inputs.push_back(
-        data.at(input.name)[step * plan.microBatches + input.microBatch]
-            .clone());
+        data.at(input.name)[step * plan.microBatches + input.microBatch].to(
+            device, /*non_blocking=*/false, /*copy=*/true));
+  if (device.is_cuda())
+    cuda::synchronize(device); // the step's time starts with its batch
   auto start = std::chrono::steady_clock::now();
   StepResult result;
-  int64_t allocatedBefore = allocator->current();
-  allocator->resetPeak();
+  int64_t allocatedBefore = 0;
+  if (device.is_cuda()) {
+    cuda::resetPeaks(device);
+    allocatedBefore = cuda::memory(device).allocated;
+  } else {
+    allocatedBefore = allocator->current();
+    allocator->resetPeak();
+  }
   try {
     outputs = executor.run(inputs, state);
     // What the allocator handed out during the step beyond what it had
     // before, plus the state and batch the step began with.
-    result.allocatorPeak =
-        allocator->peak() - allocatedBefore + executor.startBytes();
+    if (device.is_cuda()) {
+      DeviceMemory memory = cuda::memory(device);
+      result.allocatorPeak =
+          memory.allocatedPeak - allocatedBefore + executor.startBytes();
+      result.reservedPeak = memory.reservedPeak;
+      reservedPeak = std::max(reservedPeak, result.reservedPeak);
+    } else {
+      result.allocatorPeak =
+          allocator->peak() - allocatedBefore + executor.startBytes();
+    }
     allocatorPeak = std::max(allocatorPeak, result.allocatorPeak);
     // A scalar first output is the loss: its mean over the ranks, which
     // is the loss of the global batch.
@@ -234,6 +255,8 @@ StepResult Training::run(int64_t step,
                                    CommGroup::World, /*mean=*/true)
                         ->wait()
                         .item<double>();
+    if (device.is_cuda())
+      cuda::synchronize(device);
   } catch (const std::exception &e) {
     throw Error(stepPrefix(step, steps) + firstLine(e));
   }
@@ -267,9 +290,11 @@ void Training::report(int64_t step, const StepResult &result) {
       ++skippedSteps;
     std::printf("  %s %.6g", name.c_str(), stepMetrics.back().second);
   }
-  std::printf("  %.1f ms  peak %.2f MB%s\n", result.ms,
-              executor.peakBytes() / 1e6,
-              info.worldSize > 1 ? " (rank 0)" : "");
+  std::printf("  %.1f ms  peak %.2f MB", result.ms, executor.peakBytes() / 1e6);
+  if (device.is_cuda())
+    std::printf(" (allocator %.2f MB, reserved %.2f MB)",
+                result.allocatorPeak / 1e6, result.reservedPeak / 1e6);
+  std::printf("%s\n", info.worldSize > 1 ? " (rank 0)" : "");
   std::fflush(stdout);
   if (!metrics.is_open())
     return;
@@ -279,6 +304,8 @@ void Training::report(int64_t step, const StepResult &result) {
                       {"peak_bytes", executor.peakBytes()},
                       {"allocator_peak_bytes", result.allocatorPeak}};
   // CPU offload: host memory, counted apart.
+  if (device.is_cuda())
+    line["allocator_reserved_bytes"] = result.reservedPeak;
   if (executor.hostPeakBytes())
     line["host_peak_bytes"] = executor.hostPeakBytes();
   line["loss"] =
@@ -325,16 +352,20 @@ void Training::writeMetrics(const nlohmann::json &line) {
 int64_t Training::gatherPeaks() {
   if (info.worldSize <= 1)
     return 0;
-  at::Tensor peaks = at::zeros({3, info.worldSize}, at::kDouble);
+  at::Tensor peaks = at::zeros({4, info.worldSize}, at::kDouble);
   peaks[0][info.rank] = static_cast<double>(peak);
   peaks[1][info.rank] = static_cast<double>(allocatorPeak);
   peaks[2][info.rank] = static_cast<double>(hostPeak);
+  peaks[3][info.rank] = static_cast<double>(reservedPeak);
   at::Tensor all =
-      comm.allReduce(peaks, CommGroup::World, /*mean=*/false)->wait();
+      comm.allReduce(peaks.to(device), CommGroup::World, /*mean=*/false)
+          ->wait()
+          .cpu();
   int64_t peakRank = all[0].argmax().item<int64_t>();
   peak = static_cast<int64_t>(all[0][peakRank].item<double>());
   allocatorPeak = static_cast<int64_t>(all[1].max().item<double>());
   hostPeak = static_cast<int64_t>(all[2].max().item<double>());
+  reservedPeak = static_cast<int64_t>(all[3].max().item<double>());
   return peakRank;
 }
 
@@ -348,6 +379,10 @@ void Training::writeSummary(int64_t sharded, int64_t modelBytesRead,
                          {"peak_bytes", peak},
                          {"peak_rank", peakRank},
                          {"allocator_peak_bytes", allocatorPeak}};
+  if (device.is_cuda()) {
+    summary["device"] = device.str();
+    summary["allocator_reserved_bytes"] = reservedPeak;
+  }
   if (hostPeak)
     summary["host_peak_bytes"] = hostPeak;
   // Dynamic loss scaling: the steps whose update was skipped.
@@ -422,8 +457,14 @@ Executor buildExecutor(const Plan &plan, const std::string &path,
   }
 }
 
-void checkUpFront(const RunOptions &o, bool writesOutputs) {
+void checkUpFront(const RunOptions &o, const RankInfo &info,
+                  bool writesOutputs) {
   (void)collectiveTimeout();
+  c10::Device device = rankDevice(o.device, info);
+  (void)runBackend(o.backend, device);
+  if (o.cudaGraph && !device.is_cuda())
+    throw Error("--cuda-graph captures the step on a GPU: it needs "
+                "--device cuda");
   if (!writesOutputs)
     return;
   checkOutputPath("--metrics", o.metrics);
@@ -437,12 +478,15 @@ void checkUpFront(const RunOptions &o, bool writesOutputs) {
 void runRank(const RunOptions &o, const RankInfo &info,
              std::unique_ptr<Communicator> &comm) {
   Plan plan = loadPlanFor(o, info);
-  comm = info.worldSize > 1
-             ? createGlooCommunicator(info, static_cast<int>(plan.shardGroupSize))
-             : createSingleRankCommunicator();
+  c10::Device device = rankDevice(o.device, info);
+  if (device.is_cuda())
+    cuda::setDevice(device);
+  comm = createCommunicator(runBackend(o.backend, device), info,
+                            static_cast<int>(plan.shardGroupSize), device);
   int64_t modelBytesRead = 0;
   State state = loadState(plan, o.model, comm->groupRank(CommGroup::Shard),
                           &modelBytesRead);
+  placeState(plan, state, device);
   // torch.manual_seed(N) on every rank, as accelerate's set_seed: dropout
   // draws the same masks on every rank (a resumed run then takes the
   // checkpoint's generator state).
@@ -455,6 +499,7 @@ void runRank(const RunOptions &o, const RankInfo &info,
       o.resume.empty()
           ? 0
           : resume(o, plan, state, *comm, steps, /*lead=*/info.rank == 0);
+  placeState(plan, state, device); // a checkpoint is read into CPU memory
   StateDictType checkpointType = checkpointTypeFor(o, plan);
   Executor executor = buildExecutor(plan, o.plan, comm.get());
   if (o.profile)

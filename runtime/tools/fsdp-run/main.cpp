@@ -4,7 +4,10 @@
 //            [--save F] [--outputs F] [--memory-timeline F] [--nproc N]
 //            [--checkpoint-dir DIR [--checkpoint-every N]
 //             [--state-dict-type FULL_STATE_DICT|SHARDED_STATE_DICT]]
-//            [--resume DIR] [--seed N]
+//            [--resume DIR] [--seed N] [--device cuda|cpu]
+//            [--backend nccl|gloo] [--cuda-graph]
+//   fsdp-run --check-communicator [--nproc N] [--shard-group-size S]
+//            [--device cuda|cpu] [--backend nccl|gloo]
 //
 // D.pt is `torch.save({name: tensor})` with one entry per plan input, each
 // with a leading [steps] dimension ([steps * K] for a plan that accumulates
@@ -43,7 +46,11 @@ namespace {
                "[--memory-timeline F.json] [--threads N] [--profile] "
                "[--nproc N] [--checkpoint-dir DIR [--checkpoint-every N] "
                "[--state-dict-type FULL_STATE_DICT|SHARDED_STATE_DICT]] "
-               "[--resume DIR] [--seed N]\n";
+               "[--resume DIR] [--seed N] [--device cuda|cpu] "
+               "[--backend nccl|gloo] [--cuda-graph]\n"
+            << "       fsdp-run --check-communicator [--nproc N] "
+               "[--shard-group-size S] [--device cuda|cpu] "
+               "[--backend nccl|gloo]\n";
   std::exit(2);
 }
 
@@ -64,6 +71,23 @@ RunOptions parseArgs(int argc, char **argv) {
     else if (a == "--memory-timeline") o.memoryTimeline = value();
     else if (a == "--profile") o.profile = true;
     else if (a == "--print-plan") o.printPlan = true;
+    else if (a == "--cuda-graph") o.cudaGraph = true;
+    else if (a == "--check-communicator") o.checkCommunicator = true;
+    else if (a == "--device") {
+      o.device = value();
+      if (o.device != "cpu" && o.device != "cuda")
+        usage("--device is cuda or cpu, not '" + o.device + "'");
+    }
+    else if (a == "--backend") {
+      o.backend = value();
+      if (o.backend != "nccl" && o.backend != "gloo")
+        usage("--backend is nccl or gloo, not '" + o.backend + "'");
+    }
+    else if (a == "--shard-group-size") {
+      std::string v = value();
+      try { o.shardGroupSize = std::stoll(v); } catch (...) { usage("--shard-group-size takes a number, not '" + v + "'"); }
+      if (o.shardGroupSize < 1) usage("--shard-group-size must be at least 1");
+    }
     else if (a == "--checkpoint-dir") o.checkpointDir = value();
     else if (a == "--resume") o.resume = value();
     else if (a == "--state-dict-type") {
@@ -109,6 +133,14 @@ RunOptions parseArgs(int argc, char **argv) {
     else if (o.plan.empty()) o.plan = a;
     else usage("unexpected argument " + a);
   }
+  if (o.checkCommunicator) {
+    if (!o.plan.empty())
+      usage("--check-communicator takes no plan");
+    return o;
+  }
+  if (o.shardGroupSize > 0)
+    usage("--shard-group-size is for --check-communicator (a plan names "
+          "its own shard groups)");
   if (o.plan.empty()) usage("no plan given");
   if (o.printPlan) {
     if (argc != 3)
@@ -150,7 +182,9 @@ int main(int argc, char **argv) {
     if (o.nproc > 0)
       return launchLocalRanks(o, argc, argv);
     info = rankInfoFromEnvironment();
-    checkUpFront(o, /*writesOutputs=*/info.rank == 0);
+    checkUpFront(o, info, /*writesOutputs=*/info.rank == 0);
+    if (o.checkCommunicator)
+      return checkCommunicator(o, info, comm);
     runRank(o, info, comm);
     comm.reset(); // a clean end, with the other ranks
     return 0;

@@ -2,7 +2,8 @@
 //
 // The runtime's one interface to other ranks. The plan's collectives are
 // asynchronous: a start returns a Pending, whose wait yields the tensor.
-// Gloo (through libtorch's c10d) serves CPU ranks; one rank needs nothing.
+// Gloo (through libtorch's c10d) serves CPU ranks, NCCL (its C API) GPU
+// ranks; one rank needs nothing. Device.h's createCommunicator chooses.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RUNTIME_COMMUNICATOR_H
@@ -60,6 +61,8 @@ public:
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int worldSize() const = 0;
+  /// Where the tensors it moves live (the rank's device).
+  virtual c10::Device device() const = 0;
   /// This rank's index within `group`, and the group's size.
   virtual int groupRank(CommGroup group) const = 0;
   virtual int groupSize(CommGroup group) const = 0;
@@ -100,7 +103,8 @@ public:
 std::unique_ptr<Pending> completed(at::Tensor result);
 
 /// A world of one rank: every collective is the identity.
-std::unique_ptr<Communicator> createSingleRankCommunicator();
+std::unique_ptr<Communicator>
+createSingleRankCommunicator(c10::Device device = c10::Device(c10::kCPU));
 
 /// Joins the ranks of `info` over Gloo: rendezvous through a c10d TCPStore
 /// at MASTER_ADDR:MASTER_PORT (rank 0 serves it), one process group for the
@@ -108,8 +112,20 @@ std::unique_ptr<Communicator> createSingleRankCommunicator();
 /// group (consecutive ranks) and one for its replica group (the ranks with
 /// its index in the other shard groups). A watchdog ends this process when
 /// another rank reports a failure or the store disappears.
-std::unique_ptr<Communicator> createGlooCommunicator(const RankInfo &info,
-                                                     int shardGroupSize);
+std::unique_ptr<Communicator>
+createGlooCommunicator(const RankInfo &info, int shardGroupSize,
+                       c10::Device device = c10::Device(c10::kCPU));
+
+/// Joins the ranks of `info` over NCCL, each on its CUDA `device`: the same
+/// rendezvous, one NCCL communicator per group (world, shard, replica), and
+/// collectives on streams of their own ordered against the compute stream
+/// by events, with no host synchronisation. The watchdog also aborts the
+/// communicators on an asynchronous NCCL error or a collective that has not
+/// completed within FSDP_RUN_TIMEOUT. An Error where fsdp-run was built
+/// without NCCL.
+std::unique_ptr<Communicator> createNcclCommunicator(const RankInfo &info,
+                                                     int shardGroupSize,
+                                                     c10::Device device);
 
 /// Writes `line` and a newline to stderr in one write(2): the ranks of one
 /// run share a pipe, and a line written in pieces (as std::cerr does) can be

@@ -28,6 +28,11 @@ using State = std::map<std::string, at::Tensor>;
 State loadState(const Plan &plan, const std::string &modelPath,
                 int shardRank = 0, int64_t *bytesRead = nullptr);
 
+/// Moves `state` (loadState's or readCheckpoint's, in CPU memory) to where
+/// the plan keeps it: the rank's `device`, or host memory for what CPU
+/// offload keeps there (page-locked when `device` is a GPU).
+void placeState(const Plan &plan, State &state, c10::Device device);
+
 /// The parameters inside flat parameters, whole, gathered from the shard
 /// group: every rank of the group must call it.
 State gatherFlatParams(const Plan &plan, const State &state,
@@ -55,17 +60,18 @@ void writeFileAtomically(const std::string &path, const std::vector<char> &bytes
 /// writes (torch.jit._pickle.restore_type_tag, build_tensorlist, ...).
 std::vector<char> saveForTorchLoad(const c10::IValue &value);
 
-/// A copy of the CPU generator's state (`torch.get_rng_state()`), and
-/// setting it (`torch.set_rng_state`): the plan's rng_state and
+/// A copy of `device`'s default generator's state (`torch.get_rng_state()`,
+/// `torch.cuda.get_rng_state()`), and setting it: the plan's rng_state and
 /// set_rng_state, autograd_backward's replay, and checkpoints.
-at::Tensor generatorState();
-void setGeneratorState(const at::Tensor &state);
+at::Tensor generatorState(c10::Device device);
+void setGeneratorState(c10::Device device, const at::Tensor &state);
 
 /// Executes a plan step by step. Operator handles are resolved once, when the
 /// executor is built; each slot is released after its last use.
 class Executor {
 public:
-  /// `comm` runs the plan's collectives; null: a single rank.
+  /// `comm` runs the plan's collectives, and its device is where the step
+  /// runs; null: a single rank on the CPU.
   explicit Executor(const Plan &plan, Communicator *comm = nullptr);
 
   /// Runs one step on `inputs` (in plan order), updating `state`; returns the
@@ -120,7 +126,8 @@ private:
                                       const torch::jit::Stack &stack) const;
   /// A call as the plan has it (Call or AutogradBackward, instruction
   /// #i), resolved and checked against the operator's schema.
-  static Call prepareCall(size_t i, const Instruction &inst);
+  static Call prepareCall(size_t i, const Instruction &inst,
+                          c10::Device device);
 
   /// What a handler works on besides its instruction: the instruction's
   /// index, the step's state, and the stack calls reuse.
@@ -167,6 +174,7 @@ private:
   std::vector<std::vector<at::Tensor>> held;     // by future slot
   Communicator *comm;
   std::unique_ptr<Communicator> single;
+  c10::Device device{c10::kCPU}; // the rank's (the communicator's)
   int64_t gradBytes = 0;
   double waitMs = 0;
   // Live storages: references, bytes, and whether in host memory.

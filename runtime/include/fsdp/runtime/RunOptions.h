@@ -16,6 +16,8 @@ namespace fsdp::runtime {
 struct RunOptions {
   std::string plan, model, data, metrics, save, outputs, memoryTimeline;
   std::string checkpointDir, stateDictType, resume;
+  std::string device;  // cpu, cuda; "": cuda when a GPU is visible
+  std::string backend; // gloo, nccl; "": nccl on cuda, gloo on cpu
   int64_t checkpointEvery = 0; // 0: at the end of the run only
   int64_t steps = -1;
   int64_t threads = 0; // 0: libtorch's default
@@ -23,6 +25,10 @@ struct RunOptions {
   std::optional<uint64_t> seed; // the generator's seed on every rank
   bool profile = false;
   bool printPlan = false; // print the plan as read, then stop
+  bool cudaGraph = false; // capture the step after a warm-up and replay it
+  // --check-communicator: every collective of every group checked, no plan
+  bool checkCommunicator = false;
+  int64_t shardGroupSize = 0; // its shard groups; 0: the world
 };
 
 } // namespace fsdp::runtime

@@ -26,15 +26,27 @@ std::string compiledFor(const Plan &plan, const std::string &path);
 Executor buildExecutor(const Plan &plan, const std::string &path,
                        Communicator *comm);
 
-/// What is checked before any rank starts: FSDP_RUN_TIMEOUT and, where
-/// they are written (rank 0, or the --nproc launcher), the outputs.
-void checkUpFront(const RunOptions &o, bool writesOutputs);
+/// What is checked before any rank starts: FSDP_RUN_TIMEOUT, the device
+/// and backend rank `info` would take (the launcher asks for its highest
+/// local rank) and, where they are written (rank 0, or the --nproc
+/// launcher), the outputs.
+void checkUpFront(const RunOptions &o, const RankInfo &info,
+                  bool writesOutputs);
 
 /// One rank's run. Returns normally on success; throws on failure. `comm`
 /// is set to the rank's communicator as soon as it has one (so that a
 /// failure can be told to the other ranks).
 void runRank(const RunOptions &o, const RankInfo &info,
              std::unique_ptr<Communicator> &comm);
+
+/// `--check-communicator`: runs every collective of every group (world,
+/// shard groups of --shard-group-size ranks, replica groups) in sum and
+/// mean, in f32, bf16 and f16, on this rank's device over its backend, and
+/// checks each result against what it must be. Prints one line per check
+/// on rank 0; returns 0 when all pass, 1 otherwise (naming the first that
+/// failed).
+int checkCommunicator(const RunOptions &o, const RankInfo &info,
+                      std::unique_ptr<Communicator> &comm);
 
 } // namespace fsdp::runtime
 

@@ -1,0 +1,72 @@
+//===- Device.h - the device a rank runs on, and its backend ----*- C++ -*-===//
+//
+// `fsdp-run --device cuda|cpu` and `--backend nccl|gloo`, resolved for one
+// rank; and what the runtime asks of a GPU through CUDA-free declarations
+// (Cuda.cpp holds the CUDA code, compiled where the CUDA headers are), so
+// that fsdp-run builds and runs where there is no GPU driver.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_DEVICE_H
+#define FSDP_RUNTIME_DEVICE_H
+
+#include "fsdp/runtime/Communicator.h"
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <string>
+
+namespace fsdp::runtime {
+
+enum class Backend { Gloo, Nccl };
+const char *backendName(Backend backend);
+
+/// CUDA devices this process sees (0 without a driver or a GPU).
+int visibleCudaDevices();
+
+/// Checks a --device value ("cpu", "cuda", or "" for the default); throws
+/// an Error naming it otherwise.
+void checkDeviceName(const std::string &requested);
+
+/// The device rank `info` runs on. `requested` is "cpu", "cuda" or "" (cuda
+/// when a GPU is visible, else cpu). On cuda the rank takes
+/// cuda:LOCAL_RANK, which must be visible; FSDP_RUN_SHARE_GPUS=1 puts the
+/// ranks on the visible devices round-robin instead (a test of two ranks
+/// on one GPU). Throws an Error saying what is missing.
+c10::Device rankDevice(const std::string &requested, const RankInfo &info);
+
+/// The backend for `device`: `requested` is "gloo", "nccl" or "" (nccl on
+/// cuda, gloo on cpu). Throws an Error for nccl on cpu, or for nccl in an
+/// fsdp-run built without NCCL's headers.
+Backend runBackend(const std::string &requested, c10::Device device);
+
+/// The communicator for the rank: one rank needs none; several talk over
+/// `backend`, in groups of `shardGroupSize` consecutive ranks.
+std::unique_ptr<Communicator> createCommunicator(Backend backend,
+                                                 const RankInfo &info,
+                                                 int shardGroupSize,
+                                                 c10::Device device);
+
+/// What the CUDA caching allocator holds on one device.
+struct DeviceMemory {
+  int64_t allocated = 0;     // torch.cuda.memory_allocated
+  int64_t allocatedPeak = 0; // torch.cuda.max_memory_allocated
+  int64_t reserved = 0;      // torch.cuda.memory_reserved
+  int64_t reservedPeak = 0;  // torch.cuda.max_memory_reserved
+};
+
+namespace cuda {
+/// Whether this fsdp-run was built with its CUDA code (Cuda.cpp).
+bool built();
+/// Makes `device` the thread's current CUDA device.
+void setDevice(c10::Device device);
+DeviceMemory memory(c10::Device device);
+/// Starts new peaks from what is allocated and reserved now.
+void resetPeaks(c10::Device device);
+/// Waits until `device` has finished what was queued on it.
+void synchronize(c10::Device device);
+} // namespace cuda
+
+} // namespace fsdp::runtime
+
+#endif // FSDP_RUNTIME_DEVICE_H

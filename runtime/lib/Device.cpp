@@ -1,0 +1,78 @@
+//===- Device.cpp - the device a rank runs on, and its backend ------------===//
+
+#include "fsdp/runtime/Device.h"
+
+#include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace fsdp::runtime {
+
+const char *backendName(Backend backend) {
+  return backend == Backend::Nccl ? "nccl" : "gloo";
+}
+
+int visibleCudaDevices() {
+  if (!cuda::built() || !at::hasCUDA())
+    return 0;
+  return static_cast<int>(at::detail::getCUDAHooks().deviceCount());
+}
+
+void checkDeviceName(const std::string &requested) {
+  if (!requested.empty() && requested != "cpu" && requested != "cuda")
+    throw Error("--device is cpu or cuda, not '" + requested +
+                "' (rank r of a run uses cuda:LOCAL_RANK)");
+}
+
+c10::Device rankDevice(const std::string &requested, const RankInfo &info) {
+  checkDeviceName(requested);
+  int visible = visibleCudaDevices();
+  if (requested == "cpu" || (requested.empty() && visible == 0))
+    return c10::Device(c10::kCPU);
+  if (!cuda::built())
+    throw Error("--device cuda: this fsdp-run was built without CUDA "
+                "(no CUDA toolkit headers at build time); use --device cpu");
+  if (visible == 0)
+    throw Error("--device cuda: no CUDA device is visible to this process "
+                "(no NVIDIA driver, no GPU, or CUDA_VISIBLE_DEVICES hides "
+                "them); use --device cpu");
+  const char *share = std::getenv("FSDP_RUN_SHARE_GPUS");
+  bool shared = share && std::strcmp(share, "1") == 0;
+  if (info.localRank >= visible && !shared)
+    throw Error("--device cuda: local rank " + std::to_string(info.localRank) +
+                " would use cuda:" + std::to_string(info.localRank) +
+                ", but " + std::to_string(visible) + " CUDA device" +
+                (visible == 1 ? " is" : "s are") +
+                " visible: start at most one rank per GPU (or set "
+                "FSDP_RUN_SHARE_GPUS=1 to share them, for tests)");
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(
+                                     info.localRank % visible));
+}
+
+Backend runBackend(const std::string &requested, c10::Device device) {
+  if (requested.empty())
+    return device.is_cuda() ? Backend::Nccl : Backend::Gloo;
+  if (requested == "gloo")
+    return Backend::Gloo;
+  if (requested != "nccl")
+    throw Error("--backend is nccl or gloo, not '" + requested + "'");
+  if (!device.is_cuda())
+    throw Error("--backend nccl moves CUDA tensors: it needs --device cuda "
+                "(CPU ranks use --backend gloo)");
+  return Backend::Nccl;
+}
+
+std::unique_ptr<Communicator> createCommunicator(Backend backend,
+                                                 const RankInfo &info,
+                                                 int shardGroupSize,
+                                                 c10::Device device) {
+  if (info.worldSize == 1)
+    return createSingleRankCommunicator(device);
+  if (backend == Backend::Nccl)
+    return createNcclCommunicator(info, shardGroupSize, device);
+  return createGlooCommunicator(info, shardGroupSize, device);
+}
+
+} // namespace fsdp::runtime

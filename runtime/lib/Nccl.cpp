@@ -1,0 +1,471 @@
+//===- Nccl.cpp - collectives between GPU ranks over NCCL's C API ---------===//
+//
+// One NCCL communicator per group the plan names (world; shard and replica
+// split from it), created non-blocking so that the watchdog can abort them
+// while the main thread is inside NCCL. Each group's collectives run on a
+// stream of its own: a start makes that stream wait on an event of the
+// compute stream and enqueues the call; a wait makes the compute stream
+// wait on the collective's event. The host never waits for the device on
+// the step's path, and the buffers live until the plan's wait and free (the
+// executor holds them), so the caching allocator never hands out memory a
+// collective still reads or writes (no recordStream). docs/architecture.md
+// says why this and not c10d's ProcessGroupNCCL.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/runtime/Communicator.h"
+#include "fsdp/runtime/Rendezvous.h"
+
+#ifdef FSDP_RUNTIME_NCCL
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <nccl.h>
+#endif
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace fsdp::runtime {
+
+#ifdef FSDP_RUNTIME_NCCL
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const char *groupName(CommGroup group) {
+  switch (group) {
+  case CommGroup::World:
+    return "world";
+  case CommGroup::Shard:
+    return "shard";
+  case CommGroup::Replicate:
+    return "replica";
+  }
+  return "world";
+}
+
+/// NCCL's type for `dtype`; `reduces`: the collective adds (bool and the
+/// unsigned types move as bytes but do not add as torch adds them).
+ncclDataType_t ncclType(at::ScalarType dtype, bool reduces,
+                        const std::string &what) {
+  switch (dtype) {
+  case at::kFloat:
+    return ncclFloat32;
+  case at::kHalf:
+    return ncclFloat16;
+  case at::kBFloat16:
+    return ncclBfloat16;
+  case at::kDouble:
+    return ncclFloat64;
+  case at::kInt:
+    return ncclInt32;
+  case at::kLong:
+    return ncclInt64;
+  case at::kChar:
+    return ncclInt8;
+  case at::kByte:
+  case at::kBool:
+    if (!reduces)
+      return ncclUint8;
+    break;
+  default:
+    break;
+  }
+  throw Error(what + ": NCCL cannot " + (reduces ? "reduce" : "move") +
+              " tensors of type " + std::string(c10::toString(dtype)));
+}
+
+/// NCCL's own words for a failure, and the communicator's last message.
+std::string ncclWords(ncclResult_t result, ncclComm_t comm) {
+  std::string words = ncclGetErrorString(result);
+  const char *last = comm ? ncclGetLastError(comm) : nullptr;
+  if (last && *last)
+    words += " (" + std::string(last) + ")";
+  return words;
+}
+
+/// Waits until a non-blocking call on `comm` has been taken (not until the
+/// collective is done: that is the device's business), or the deadline.
+ncclResult_t settle(ncclResult_t result, ncclComm_t comm,
+                    Clock::time_point deadline) {
+  while (result == ncclInProgress) {
+    if (Clock::now() > deadline)
+      return ncclInProgress;
+    std::this_thread::yield();
+    if (ncclCommGetAsyncError(comm, &result) != ncclSuccess)
+      return ncclInternalError;
+  }
+  return result;
+}
+
+/// One communicator and the stream its collectives run on.
+struct Group {
+  ncclComm_t comm = nullptr;
+  std::optional<c10::cuda::CUDAStream> stream;
+  const char *name = "world";
+};
+
+/// A collective in flight: what the watchdog looks at.
+struct InFlight {
+  std::shared_ptr<at::cuda::CUDAEvent> done;
+  Clock::time_point started;
+  std::string what;
+};
+
+class NcclPending : public Pending {
+public:
+  NcclPending(std::shared_ptr<at::cuda::CUDAEvent> done, at::Tensor result,
+              std::vector<at::Tensor> buffers)
+      : done(std::move(done)), result(std::move(result)),
+        buffers(std::move(buffers)) {}
+  at::Tensor wait() override {
+    // The compute stream waits for the collective; the host does not.
+    done->block(c10::cuda::getCurrentCUDAStream(result.device().index()));
+    return result;
+  }
+  std::vector<at::Tensor> held() const override { return buffers; }
+
+private:
+  std::shared_ptr<at::cuda::CUDAEvent> done;
+  at::Tensor result;
+  std::vector<at::Tensor> buffers;
+};
+
+class Nccl : public Communicator {
+public:
+  Nccl(const RankInfo &info, int shardGroupSize, c10::Device device);
+  ~Nccl() override;
+
+  int rank() const override { return info.rank; }
+  int worldSize() const override { return info.worldSize; }
+  c10::Device device() const override { return device_; }
+  int groupRank(CommGroup group) const override {
+    switch (group) {
+    case CommGroup::World:
+      return info.rank;
+    case CommGroup::Shard:
+      return info.rank % shardSize;
+    case CommGroup::Replicate:
+      return info.rank / shardSize;
+    }
+    return 0;
+  }
+  int groupSize(CommGroup group) const override {
+    switch (group) {
+    case CommGroup::World:
+      return info.worldSize;
+    case CommGroup::Shard:
+      return shardSize;
+    case CommGroup::Replicate:
+      return info.worldSize / shardSize;
+    }
+    return 1;
+  }
+
+  std::unique_ptr<Pending> allGather(const at::Tensor &shard,
+                                     CommGroup group) override {
+    int n = groupSize(group);
+    if (n == 1)
+      return completed(shard.clone());
+    at::Tensor input = shard.contiguous();
+    std::vector<int64_t> sizes = input.sizes().vec();
+    sizes[0] *= n;
+    at::Tensor output = at::empty(sizes, input.options());
+    std::string what = std::string("all-gather over the ") + groupName(group) +
+                       " group";
+    ncclDataType_t type = ncclType(input.scalar_type(), false, what);
+    return launch(groupOf(group), what, output, {input, output},
+                  [&](ncclComm_t comm, cudaStream_t stream) {
+                    return ncclAllGather(input.data_ptr(), output.data_ptr(),
+                                         input.numel(), type, comm, stream);
+                  });
+  }
+
+  std::unique_ptr<Pending> reduceScatter(const at::Tensor &full,
+                                         CommGroup group,
+                                         bool mean) override {
+    int n = groupSize(group);
+    if (n == 1)
+      return completed(full.clone());
+    at::Tensor input = full.contiguous();
+    std::vector<int64_t> sizes = input.sizes().vec();
+    sizes[0] /= n;
+    at::Tensor output = at::empty(sizes, input.options());
+    std::string what = std::string("reduce-scatter over the ") +
+                       groupName(group) + " group";
+    ncclDataType_t type = ncclType(input.scalar_type(), true, what);
+    return launch(groupOf(group), what, output, {input, output},
+                  [&](ncclComm_t comm, cudaStream_t stream) {
+                    return ncclReduceScatter(input.data_ptr(),
+                                             output.data_ptr(), output.numel(),
+                                             type, mean ? ncclAvg : ncclSum,
+                                             comm, stream);
+                  });
+  }
+
+  std::unique_ptr<Pending> allReduce(const at::Tensor &t, CommGroup group,
+                                     bool mean) override {
+    if (groupSize(group) == 1)
+      return completed(t.clone());
+    at::Tensor input = t.contiguous();
+    at::Tensor output = at::empty_like(input);
+    std::string what = std::string("all-reduce over the ") + groupName(group) +
+                       " group";
+    ncclDataType_t type = ncclType(input.scalar_type(), true, what);
+    return launch(groupOf(group), what, output, {input, output},
+                  [&](ncclComm_t comm, cudaStream_t stream) {
+                    return ncclAllReduce(input.data_ptr(), output.data_ptr(),
+                                         input.numel(), type,
+                                         mean ? ncclAvg : ncclSum, comm,
+                                         stream);
+                  });
+  }
+
+  std::unique_ptr<Pending> reduceScatterOverWorld(const at::Tensor &full,
+                                                  bool mean) override {
+    if (shardSize == info.worldSize)
+      return reduceScatter(full, CommGroup::Shard, mean);
+    // A reduce-scatter over the shard group, then an all-reduce of the
+    // shard over the replica group, in place, on the shard group's stream
+    // (one event for both). Means at each stage make the world's mean.
+    at::Tensor input = full.contiguous();
+    std::vector<int64_t> sizes = input.sizes().vec();
+    sizes[0] /= shardSize;
+    at::Tensor output = at::empty(sizes, input.options());
+    std::string what = "reduce-scatter over the shard group and all-reduce "
+                       "over the replica group";
+    ncclDataType_t type = ncclType(input.scalar_type(), true, what);
+    ncclRedOp_t op = mean ? ncclAvg : ncclSum;
+    return launch(shard, what, output, {input, output},
+                  [&](ncclComm_t comm, cudaStream_t stream) {
+                    ncclResult_t r = settle(
+                        ncclReduceScatter(input.data_ptr(), output.data_ptr(),
+                                          output.numel(), type, op, comm,
+                                          stream),
+                        comm, Clock::now() + timeout);
+                    if (r != ncclSuccess)
+                      return r;
+                    return ncclAllReduce(output.data_ptr(), output.data_ptr(),
+                                         output.numel(), type, op,
+                                         replicate.comm, stream);
+                  });
+  }
+
+  void abort(const std::string &message) override {
+    rendezvous.abort(message);
+    abortCommunicators();
+  }
+
+  std::string failureOfOthers(std::chrono::milliseconds patience) override {
+    return rendezvous.failureOfOthers(patience);
+  }
+
+private:
+  Group &groupOf(CommGroup group) {
+    switch (group) {
+    case CommGroup::Shard:
+      return shardSize < info.worldSize ? shard : world;
+    case CommGroup::Replicate:
+      return shardSize < info.worldSize ? replicate : world;
+    case CommGroup::World:
+      break;
+    }
+    return world;
+  }
+
+  template <typename Call>
+  std::unique_ptr<Pending> launch(Group &group, const std::string &what,
+                                  at::Tensor result,
+                                  std::vector<at::Tensor> buffers, Call call) {
+    c10::DeviceIndex index = device_.index();
+    c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream(index);
+    at::cuda::CUDAEvent ready;
+    ready.record(compute);
+    ready.block(*group.stream);
+    ncclResult_t r = settle(call(group.comm, group.stream->stream()),
+                            group.comm, Clock::now() + timeout);
+    if (r != ncclSuccess)
+      throw Error(what + " failed: NCCL: " + ncclWords(r, group.comm));
+    auto done = std::make_shared<at::cuda::CUDAEvent>();
+    done->record(*group.stream);
+    if (!capturing(compute)) {
+      std::lock_guard<std::mutex> lock(mutex);
+      inFlight.push_back({done, Clock::now(), what});
+    }
+    return std::make_unique<NcclPending>(done, std::move(result),
+                                         std::move(buffers));
+  }
+
+  static bool capturing(const c10::cuda::CUDAStream &stream) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    return cudaStreamIsCapturing(stream.stream(), &status) == cudaSuccess &&
+           status != cudaStreamCaptureStatusNone;
+  }
+
+  Group create(const char *name, ncclComm_t parent, int color, int key,
+               Clock::time_point deadline);
+  /// The watchdog's question: an asynchronous error of a communicator, or
+  /// a collective past its deadline; "" if neither.
+  std::string check();
+  void abortCommunicators();
+
+  // First: the communicators end before the rendezvous does.
+  Rendezvous rendezvous;
+  RankInfo info;
+  int shardSize;
+  c10::Device device_;
+  std::chrono::milliseconds timeout;
+  Group world, shard, replicate;
+  std::mutex mutex; // guards inFlight and the communicators' lifetime
+  std::deque<InFlight> inFlight;
+  bool closed = false;
+};
+
+Group Nccl::create(const char *name, ncclComm_t parent, int color, int key,
+                   Clock::time_point deadline) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0; // the watchdog can abort a communicator mid-call
+  Group g;
+  g.name = name;
+  ncclResult_t r;
+  if (!parent) {
+    // The world's unique id, from rank 0 through the store.
+    ncclUniqueId id;
+    const std::string key = "nccl/world-id";
+    if (info.rank == 0) {
+      r = ncclGetUniqueId(&id);
+      if (r != ncclSuccess)
+        throw Error("cannot create an NCCL unique id: " + ncclWords(r, nullptr));
+      const auto *bytes = reinterpret_cast<const uint8_t *>(&id);
+      rendezvous.store()->set(key,
+                              std::vector<uint8_t>(bytes, bytes + sizeof(id)));
+    } else {
+      std::vector<uint8_t> bytes = rendezvous.store()->get(key);
+      if (bytes.size() != sizeof(id))
+        throw Error("rank 0's NCCL unique id has " +
+                    std::to_string(bytes.size()) + " bytes, not " +
+                    std::to_string(sizeof(id)));
+      std::memcpy(&id, bytes.data(), sizeof(id));
+    }
+    r = ncclCommInitRankConfig(&g.comm, info.worldSize, id, info.rank, &config);
+  } else {
+    r = ncclCommSplit(parent, color, key, &g.comm, &config);
+  }
+  r = settle(r, g.comm, deadline);
+  if (r != ncclSuccess) {
+    std::string words = ncclWords(r, g.comm);
+    if (g.comm)
+      ncclCommAbort(g.comm);
+    throw Error(std::string("cannot create the ") + name +
+                " group's NCCL communicator" +
+                (r == ncclInProgress ? " within " + seconds(timeout) +
+                                           " (FSDP_RUN_TIMEOUT)"
+                                     : ": " + words));
+  }
+  g.stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/true,
+                                          device_.index());
+  return g;
+}
+
+Nccl::Nccl(const RankInfo &info, int shardGroupSize, c10::Device device)
+    : rendezvous(info), info(info), shardSize(shardGroupSize), device_(device),
+      timeout(rendezvous.timeout()) {
+  c10::cuda::CUDAGuard guard(device.index());
+  auto deadline = Clock::now() + timeout;
+  try {
+    world = create("world", nullptr, 0, 0, deadline);
+    if (shardSize < info.worldSize) {
+      int group = info.rank / shardSize, index = info.rank % shardSize;
+      shard = create("shard", world.comm, group, index, deadline);
+      replicate = create("replica", world.comm, index, group, deadline);
+    }
+  } catch (const Error &) {
+    abortCommunicators();
+    throw;
+  } catch (const std::exception &e) {
+    abortCommunicators();
+    throw Error("cannot create the ranks' NCCL communicators (did another "
+                "rank stop?): " + firstLine(e));
+  }
+  rendezvous.startWatchdog([this] { return check(); },
+                           [this] { abortCommunicators(); });
+}
+
+std::string Nccl::check() {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (closed)
+    return "";
+  for (Group *g : {&world, &shard, &replicate}) {
+    ncclResult_t state = ncclSuccess;
+    if (g->comm && ncclCommGetAsyncError(g->comm, &state) == ncclSuccess &&
+        state != ncclSuccess && state != ncclInProgress)
+      return std::string("the ") + g->name + " group's NCCL communicator "
+             "failed: " + ncclWords(state, g->comm);
+  }
+  while (!inFlight.empty() && inFlight.front().done->query())
+    inFlight.pop_front();
+  if (!inFlight.empty() && Clock::now() - inFlight.front().started > timeout)
+    return "the " + inFlight.front().what + " did not complete within " +
+           seconds(timeout) + " (FSDP_RUN_TIMEOUT): did another rank stop?";
+  return "";
+}
+
+void Nccl::abortCommunicators() {
+  std::lock_guard<std::mutex> lock(mutex);
+  for (Group *g : {&replicate, &shard, &world})
+    if (g->comm) {
+      ncclCommAbort(g->comm);
+      g->comm = nullptr;
+    }
+  closed = true;
+}
+
+Nccl::~Nccl() {
+  // A clean end: every collective flushed, then the communicators freed;
+  // any that does not finish within the timeout is aborted.
+  std::lock_guard<std::mutex> lock(mutex);
+  closed = true;
+  auto deadline = Clock::now() + timeout;
+  for (Group *g : {&replicate, &shard, &world}) {
+    if (!g->comm)
+      continue;
+    if (settle(ncclCommFinalize(g->comm), g->comm, deadline) == ncclSuccess)
+      ncclCommDestroy(g->comm);
+    else
+      ncclCommAbort(g->comm);
+    g->comm = nullptr;
+  }
+}
+
+} // namespace
+#endif // FSDP_RUNTIME_NCCL
+
+std::unique_ptr<Communicator> createNcclCommunicator(const RankInfo &info,
+                                                     int shardGroupSize,
+                                                     c10::Device device) {
+#ifdef FSDP_RUNTIME_NCCL
+  // Ranks that share a GPU (FSDP_RUN_SHARE_GPUS, a test) must look like
+  // different hosts to NCCL 2.28, which refuses two ranks on one device.
+  if (const char *share = std::getenv("FSDP_RUN_SHARE_GPUS");
+      share && std::strcmp(share, "1") == 0 && !std::getenv("NCCL_HOSTID"))
+    ::setenv("NCCL_HOSTID",
+             ("fsdp-run-rank-" + std::to_string(info.rank)).c_str(), 1);
+  return std::make_unique<Nccl>(info, shardGroupSize, device);
+#else
+  (void)info;
+  (void)shardGroupSize;
+  (void)device;
+  throw Error("this fsdp-run was built without NCCL's headers: --backend "
+              "nccl is unavailable (use --backend gloo)");
+#endif
+}
+
+} // namespace fsdp::runtime
