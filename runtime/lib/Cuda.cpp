@@ -12,6 +12,11 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+
+#include <optional>
 #endif
 
 namespace fsdp::runtime::cuda {
@@ -44,6 +49,37 @@ void synchronize(c10::Device device) {
   c10::cuda::device_synchronize();
 }
 
+struct Graph::Impl {
+  explicit Impl(c10::Device device)
+      : stream(c10::cuda::getStreamFromPool(/*isHighPriority=*/false,
+                                            device.index())) {}
+  at::cuda::CUDAGraph graph;
+  c10::cuda::CUDAStream stream;
+  std::optional<c10::cuda::CUDAStreamGuard> capturing;
+};
+
+Graph::Graph(c10::Device device) : impl(std::make_unique<Impl>(device)) {}
+Graph::~Graph() = default;
+
+void Graph::begin() {
+  // The capture stream waits for what the current stream has queued (the
+  // batch's copy, the state's last update).
+  c10::cuda::CUDAStream current =
+      c10::cuda::getCurrentCUDAStream(impl->stream.device_index());
+  at::cuda::CUDAEvent queued;
+  queued.record(current);
+  queued.block(impl->stream);
+  impl->capturing.emplace(impl->stream);
+  impl->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+}
+
+void Graph::end() {
+  impl->graph.capture_end();
+  impl->capturing.reset();
+}
+
+void Graph::replay() { impl->graph.replay(); }
+
 #else
 
 bool built() { return false; }
@@ -55,6 +91,13 @@ void setDevice(c10::Device) { unavailable(); }
 DeviceMemory memory(c10::Device) { unavailable(); }
 void resetPeaks(c10::Device) { unavailable(); }
 void synchronize(c10::Device) { unavailable(); }
+
+struct Graph::Impl {};
+Graph::Graph(c10::Device) { unavailable(); }
+Graph::~Graph() = default;
+void Graph::begin() { unavailable(); }
+void Graph::end() { unavailable(); }
+void Graph::replay() { unavailable(); }
 
 #endif
 

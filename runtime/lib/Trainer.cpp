@@ -20,6 +20,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 
 namespace fsdp::runtime {
 
@@ -161,6 +162,9 @@ public:
 
 private:
   StepResult run(int64_t step, const std::map<std::string, at::Tensor> &data);
+  /// The plan on `inputs`: by the executor, or with --cuda-graph, after
+  /// the first step, by replaying the step captured on the second.
+  std::vector<at::Tensor> execute(std::vector<at::Tensor> inputs);
   void report(int64_t step, const StepResult &result);
   void checkpoint(int64_t step);
   void writeMetrics(const nlohmann::json &line);
@@ -183,6 +187,12 @@ private:
   std::vector<at::Tensor> outputs;
   int64_t peak = 0, gradBytes = 0, allocatorPeak = 0, hostPeak = 0;
   int64_t reservedPeak = 0;
+  // --cuda-graph: the captured step, the inputs it reads, the outputs it
+  // writes, and the allocator's peak while it was captured.
+  std::optional<cuda::Graph> graph;
+  bool warmedUp = false;
+  std::vector<at::Tensor> graphInputs, graphOutputs;
+  int64_t graphAllocatorPeak = 0;
   int64_t skippedSteps = 0; // rank 0's count: every rank skips together
 };
 
@@ -232,13 +242,19 @@ StepResult Training::run(int64_t step,
     allocator->resetPeak();
   }
   try {
-    outputs = executor.run(inputs, state);
+    bool replayed = graph.has_value();
+    outputs = execute(std::move(inputs));
     // What the allocator handed out during the step beyond what it had
     // before, plus the state and batch the step began with.
     if (device.is_cuda()) {
       DeviceMemory memory = cuda::memory(device);
       result.allocatorPeak =
           memory.allocatedPeak - allocatedBefore + executor.startBytes();
+      // A replay allocates nothing: its memory is the captured step's.
+      if (graph && !replayed)
+        graphAllocatorPeak = result.allocatorPeak;
+      if (replayed)
+        result.allocatorPeak = graphAllocatorPeak;
       result.reservedPeak = memory.reservedPeak;
       reservedPeak = std::max(reservedPeak, result.reservedPeak);
     } else {
@@ -276,6 +292,41 @@ StepResult Training::run(int64_t step,
 }
 
 /// Rank 0: the step's line of progress, and of the metrics file.
+std::vector<at::Tensor> Training::execute(std::vector<at::Tensor> inputs) {
+  if (!o.cudaGraph || !warmedUp) {
+    // Without a graph, or the warm-up step (kernels and libraries load,
+    // workspaces are allocated: what capture may not do).
+    warmedUp = true;
+    return executor.run(inputs, state);
+  }
+  if (graph) {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      graphInputs[i].copy_(inputs[i]);
+    graph->replay();
+    return graphOutputs;
+  }
+  // Capture: the step reads the state's tensors and writes new ones; the
+  // graph copies the new values back into the tensors it read, so each
+  // replay starts from the last one's state. Nothing runs while the step
+  // is captured: the replay after it computes this step.
+  graphInputs = std::move(inputs);
+  State read = state;
+  graph.emplace(device);
+  try {
+    graph->begin();
+    graphOutputs = executor.run(graphInputs, state);
+    for (auto &[name, t] : state)
+      if (!t.is_same(read.at(name)))
+        read.at(name).copy_(t);
+    graph->end();
+  } catch (const std::exception &e) {
+    throw Error("--cuda-graph: the step cannot be captured: " + firstLine(e));
+  }
+  state = read;
+  graph->replay();
+  return graphOutputs;
+}
+
 void Training::report(int64_t step, const StepResult &result) {
   std::printf("step %lld/%lld", static_cast<long long>(step + 1),
               static_cast<long long>(steps));
@@ -465,6 +516,10 @@ void checkUpFront(const RunOptions &o, const RankInfo &info,
   if (o.cudaGraph && !device.is_cuda())
     throw Error("--cuda-graph captures the step on a GPU: it needs "
                 "--device cuda");
+  if (o.cudaGraph && info.worldSize > 1 &&
+      runBackend(o.backend, device) != Backend::Nccl)
+    throw Error("--cuda-graph captures the collectives too: it needs "
+                "--backend nccl (Gloo's run on the host)");
   if (!writesOutputs)
     return;
   checkOutputPath("--metrics", o.metrics);
@@ -478,6 +533,12 @@ void checkUpFront(const RunOptions &o, const RankInfo &info,
 void runRank(const RunOptions &o, const RankInfo &info,
              std::unique_ptr<Communicator> &comm) {
   Plan plan = loadPlanFor(o, info);
+  if (o.cudaGraph)
+    for (const StateEntry &e : plan.state)
+      if (e.host)
+        throw Error("--cuda-graph: plan '" + o.plan + "' keeps '" + e.name +
+                    "' in host memory (CPU offload), and what the host "
+                    "computes is not on the GPU for a graph to capture");
   c10::Device device = rankDevice(o.device, info);
   if (device.is_cuda())
     cuda::setDevice(device);

@@ -14,6 +14,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace fsdp::runtime {
@@ -65,6 +66,23 @@ DeviceMemory memory(c10::Device device);
 void resetPeaks(c10::Device device);
 /// Waits until `device` has finished what was queued on it.
 void synchronize(c10::Device device);
+
+/// A CUDA graph (at::cuda::CUDAGraph): what is enqueued on `device`
+/// between begin() and end() is captured (on a stream of its own, made
+/// current meanwhile; other threads stay free to query events), and
+/// replay() runs it again on the current stream.
+class Graph {
+public:
+  explicit Graph(c10::Device device);
+  ~Graph();
+  void begin();
+  void end();
+  void replay();
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
 } // namespace cuda
 
 } // namespace fsdp::runtime
