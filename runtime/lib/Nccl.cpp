@@ -429,6 +429,8 @@ void Nccl::abortCommunicators() {
 }
 
 Nccl::~Nccl() {
+  // The watchdog's check reads what is destroyed here.
+  rendezvous.stopWatchdog();
   // A clean end: every collective flushed, then the communicators freed;
   // any that does not finish within the timeout is aborted.
   std::lock_guard<std::mutex> lock(mutex);

@@ -362,9 +362,7 @@ Rendezvous::~Rendezvous() {
   // A clean end: stop watching, then rank 0 keeps the store up until every
   // rank is done with it (or the timeout passes: a rank that died after the
   // last collective).
-  stopping = true;
-  if (watchdog.joinable())
-    watchdog.join();
+  stopWatchdog();
   try {
     store_->add(kDoneKey, 1);
     auto deadline = std::chrono::steady_clock::now() + timeout_;
@@ -431,6 +429,12 @@ void Rendezvous::watch(LocalCheck check, BeforeExit beforeExit) {
   }
 }
 
+
+void Rendezvous::stopWatchdog() {
+  stopping = true;
+  if (watchdog.joinable())
+    watchdog.join();
+}
 
 void Rendezvous::startWatchdog(LocalCheck check, BeforeExit beforeExit) {
   watchdog = std::thread(

@@ -50,6 +50,8 @@ public:
   /// and asks `check` (a failure found there is reported to every rank and
   /// this one exits with status 1).
   void startWatchdog(LocalCheck check = {}, BeforeExit beforeExit = {});
+  /// Stops the watchdog (before what its check reads is destroyed).
+  void stopWatchdog();
 
   /// Tells every other rank that this one failed with `message`. Only the
   /// first failure reported is kept. Never throws.
