@@ -5,8 +5,9 @@
 # runtime alone against this machine's torch (build-rt/), then runs
 # test/gpu/gpu_tests.py: NCCL conformance at 1 and 2 ranks, fp32 parity
 # with eager PyTorch on the GPU at 1 and 2 ranks, the memory prediction
-# against the GPU's measurement, and --cuda-graph's losses. Prints their
-# table; exits non-zero if any check fails.
+# against the GPU's measurement, and --cuda-graph's losses; then the GPU
+# benchmark (bench/gpu/bench_gpu.py run: GPT-2 small and medium beside
+# eager and FSDP2). Prints their tables; exits non-zero if a check fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-gpu-cases}
@@ -28,3 +29,7 @@ cmake -S runtime -B build-rt "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
 cmake --build build-rt -j"$(nproc)" >>build-rt.log 2>&1 || { tail -50 build-rt.log; exit 1; }
 grep -E 'fsdp-run: CUDA|WARNING' -A1 build-rt.log || true
 PYTHONUNBUFFERED=1 "$python" test/gpu/gpu_tests.py "$dir" --fsdp-run build-rt/bin/fsdp-run
+# The GPU benchmark (bench/gpu), where gpu-plans.sh compiled its plans.
+if [ -f "$dir/bench/bench.json" ]; then
+  PYTHONUNBUFFERED=1 "$python" bench/gpu/bench_gpu.py run "$dir/bench" --fsdp-run build-rt/bin/fsdp-run
+fi
