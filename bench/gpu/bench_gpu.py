@@ -118,16 +118,18 @@ def peak_memory(device):
     return torch.cuda.max_memory_allocated() if device.type == "cuda" else None
 
 
-def train_eager(module, data, args, device):
-    module = module.to(device).train()
+def train(module, data, args, device, autocast):
+    """--steps AdamW steps of `module` (on `device` already), cycling
+    through the batches: each step's times and the allocator's peak."""
     opt = torch.optim.AdamW(module.parameters(), lr=3e-4)
+    batches = data["idx"].shape[0]
 
     def step(i=[0]):
-        k = i[0] % data["idx"].shape[0]
+        k = i[0] % batches
         i[0] += 1
         idx, target = data["idx"][k].to(device), data["target"][k].to(device)
         opt.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=torch.bfloat16):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
             out = module(idx)
         loss = F.cross_entropy(out.float().reshape(-1, out.shape[-1]), target.reshape(-1))
         loss.backward()
@@ -136,6 +138,10 @@ def train_eager(module, data, args, device):
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     return timed_steps(step, args.steps, device), peak_memory(device)
+
+
+def train_eager(module, data, args, device):
+    return train(module.to(device).train(), data, args, device, autocast=True)
 
 
 def train_fsdp2(module, data, args, device):
@@ -154,22 +160,7 @@ def train_fsdp2(module, data, args, device):
         for block in module.blocks:
             fully_shard(block, mesh=mesh, mp_policy=policy)
         fully_shard(module, mesh=mesh, mp_policy=policy)
-        opt = torch.optim.AdamW(module.parameters(), lr=3e-4)
-
-        def step(i=[0]):
-            k = i[0] % data["idx"].shape[0]
-            i[0] += 1
-            idx, target = data["idx"][k].to(device), data["target"][k].to(device)
-            opt.zero_grad(set_to_none=True)
-            out = module(idx)
-            loss = F.cross_entropy(out.float().reshape(-1, out.shape[-1]),
-                                   target.reshape(-1))
-            loss.backward()
-            opt.step()
-
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats()
-        return timed_steps(step, args.steps, device), peak_memory(device)
+        return train(module, data, args, device, autocast=False)
     finally:
         dist.destroy_process_group()
 

@@ -50,12 +50,6 @@ std::vector<int> membersOf(CommGroup group, int rank, int world, int shard) {
   return members;
 }
 
-const char *groupName(CommGroup group) {
-  return group == CommGroup::World   ? "world"
-         : group == CommGroup::Shard ? "shard"
-                                     : "replica";
-}
-
 /// Whether `got` is `want` (computed in f64) as the dtype holds it: sums
 /// of the inputs are exact; a mean may round once per contribution.
 bool matches(const at::Tensor &got, const at::Tensor &want, int contributions) {
@@ -119,7 +113,7 @@ int checkCommunicator(const RunOptions &o, const RankInfo &info,
       std::vector<int> members = membersOf(group, rank, world, shard);
       const int n = static_cast<int>(members.size());
       const int index = comm->groupRank(group);
-      std::string where = std::string(groupName(group)) + " " + dtypeName(dtype);
+      std::string where = std::string(name(group)) + " " + dtypeName(dtype);
       if (comm->groupSize(group) != n || members[index] != rank) {
         report(where + ": group of " + std::to_string(n) + " ranks", false);
         continue;

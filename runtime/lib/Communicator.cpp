@@ -4,6 +4,30 @@
 
 namespace fsdp::runtime {
 
+int rankInGroup(CommGroup group, int rank, int shardSize) {
+  switch (group) {
+  case CommGroup::World:
+    return rank;
+  case CommGroup::Shard:
+    return rank % shardSize;
+  case CommGroup::Replicate:
+    return rank / shardSize;
+  }
+  return 0;
+}
+
+int sizeOfGroup(CommGroup group, int worldSize, int shardSize) {
+  switch (group) {
+  case CommGroup::World:
+    return worldSize;
+  case CommGroup::Shard:
+    return shardSize;
+  case CommGroup::Replicate:
+    return worldSize / shardSize;
+  }
+  return 1;
+}
+
 //===----------------------------------------------------------------------===//
 // One rank
 //===----------------------------------------------------------------------===//

@@ -59,26 +59,10 @@ public:
   int worldSize() const override { return info.worldSize; }
   c10::Device device() const override { return device_; }
   int groupRank(CommGroup group) const override {
-    switch (group) {
-    case CommGroup::World:
-      return info.rank;
-    case CommGroup::Shard:
-      return info.rank % shardSize;
-    case CommGroup::Replicate:
-      return info.rank / shardSize;
-    }
-    return 0;
+    return rankInGroup(group, info.rank, shardSize);
   }
   int groupSize(CommGroup group) const override {
-    switch (group) {
-    case CommGroup::World:
-      return info.worldSize;
-    case CommGroup::Shard:
-      return shardSize;
-    case CommGroup::Replicate:
-      return info.worldSize / shardSize;
-    }
-    return 1;
+    return sizeOfGroup(group, info.worldSize, shardSize);
   }
 
   std::unique_ptr<Pending> allGather(const at::Tensor &shard,

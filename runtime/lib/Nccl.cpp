@@ -40,17 +40,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-const char *groupName(CommGroup group) {
-  switch (group) {
-  case CommGroup::World:
-    return "world";
-  case CommGroup::Shard:
-    return "shard";
-  case CommGroup::Replicate:
-    return "replica";
-  }
-  return "world";
-}
+std::string groupName(CommGroup group) { return std::string(name(group)); }
 
 /// NCCL's type for `dtype`; `reduces`: the collective adds (bool and the
 /// unsigned types move as bytes but do not add as torch adds them).
@@ -148,26 +138,10 @@ public:
   int worldSize() const override { return info.worldSize; }
   c10::Device device() const override { return device_; }
   int groupRank(CommGroup group) const override {
-    switch (group) {
-    case CommGroup::World:
-      return info.rank;
-    case CommGroup::Shard:
-      return info.rank % shardSize;
-    case CommGroup::Replicate:
-      return info.rank / shardSize;
-    }
-    return 0;
+    return rankInGroup(group, info.rank, shardSize);
   }
   int groupSize(CommGroup group) const override {
-    switch (group) {
-    case CommGroup::World:
-      return info.worldSize;
-    case CommGroup::Shard:
-      return shardSize;
-    case CommGroup::Replicate:
-      return info.worldSize / shardSize;
-    }
-    return 1;
+    return sizeOfGroup(group, info.worldSize, shardSize);
   }
 
   std::unique_ptr<Pending> allGather(const at::Tensor &shard,
@@ -179,8 +153,7 @@ public:
     std::vector<int64_t> sizes = input.sizes().vec();
     sizes[0] *= n;
     at::Tensor output = at::empty(sizes, input.options());
-    std::string what = std::string("all-gather over the ") + groupName(group) +
-                       " group";
+    std::string what = "all-gather over the " + groupName(group) + " group";
     ncclDataType_t type = ncclType(input.scalar_type(), false, what);
     return launch(groupOf(group), what, output, {input, output},
                   [&](ncclComm_t comm, cudaStream_t stream) {
@@ -199,8 +172,7 @@ public:
     std::vector<int64_t> sizes = input.sizes().vec();
     sizes[0] /= n;
     at::Tensor output = at::empty(sizes, input.options());
-    std::string what = std::string("reduce-scatter over the ") +
-                       groupName(group) + " group";
+    std::string what = "reduce-scatter over the " + groupName(group) + " group";
     ncclDataType_t type = ncclType(input.scalar_type(), true, what);
     return launch(groupOf(group), what, output, {input, output},
                   [&](ncclComm_t comm, cudaStream_t stream) {
@@ -217,8 +189,7 @@ public:
       return completed(t.clone());
     at::Tensor input = t.contiguous();
     at::Tensor output = at::empty_like(input);
-    std::string what = std::string("all-reduce over the ") + groupName(group) +
-                       " group";
+    std::string what = "all-reduce over the " + groupName(group) + " group";
     ncclDataType_t type = ncclType(input.scalar_type(), true, what);
     return launch(groupOf(group), what, output, {input, output},
                   [&](ncclComm_t comm, cudaStream_t stream) {
@@ -241,7 +212,7 @@ public:
     sizes[0] /= shardSize;
     at::Tensor output = at::empty(sizes, input.options());
     std::string what = "reduce-scatter over the shard group and all-reduce "
-                       "over the replica group";
+                       "over the replicate group";
     ncclDataType_t type = ncclType(input.scalar_type(), true, what);
     ncclRedOp_t op = mean ? ncclAvg : ncclSum;
     return launch(shard, what, output, {input, output},
@@ -385,7 +356,7 @@ Nccl::Nccl(const RankInfo &info, int shardGroupSize, c10::Device device)
     if (shardSize < info.worldSize) {
       int group = info.rank / shardSize, index = info.rank % shardSize;
       shard = create("shard", world.comm, group, index, deadline);
-      replicate = create("replica", world.comm, index, group, deadline);
+      replicate = create("replicate", world.comm, index, group, deadline);
     }
   } catch (const Error &) {
     abortCommunicators();

@@ -45,6 +45,11 @@ std::chrono::milliseconds collectiveTimeout();
 /// rank when none is set. Inconsistent values are an error.
 RankInfo rankInfoFromEnvironment();
 
+/// In a world of `worldSize` ranks cut into shard groups of `shardSize`
+/// consecutive ranks: `rank`'s index in its `group`, and the group's size.
+int rankInGroup(CommGroup group, int rank, int shardSize);
+int sizeOfGroup(CommGroup group, int worldSize, int shardSize);
+
 class Pending {
 public:
   virtual ~Pending() = default;
