@@ -17,6 +17,8 @@
 #include <ATen/cuda/CUDAGraph.h>
 
 #include <optional>
+#include <utility>
+#include <vector>
 #endif
 
 namespace fsdp::runtime::cuda {
@@ -47,6 +49,66 @@ void resetPeaks(c10::Device device) {
 void synchronize(c10::Device device) {
   c10::cuda::CUDAGuard guard(device.index());
   c10::cuda::device_synchronize();
+}
+
+struct Copier::Impl {
+  explicit Impl(c10::Device device)
+      : device(device),
+        stream(c10::cuda::getStreamFromPool(/*isHighPriority=*/false,
+                                            device.index())) {}
+  /// The copy stream waits for what the compute stream has queued.
+  c10::cuda::CUDAStream after() {
+    c10::cuda::CUDAStream compute =
+        c10::cuda::getCurrentCUDAStream(device.index());
+    at::cuda::CUDAEvent queued;
+    queued.record(compute);
+    queued.block(stream);
+    return compute;
+  }
+  c10::Device device;
+  c10::cuda::CUDAStream stream;
+  // Copies to the host in flight: their events and sources.
+  std::vector<std::pair<std::shared_ptr<at::cuda::CUDAEvent>, at::Tensor>>
+      toHost;
+};
+
+Copier::Copier(c10::Device device) : impl(std::make_unique<Impl>(device)) {}
+Copier::~Copier() = default;
+
+at::Tensor Copier::toDevice(const at::Tensor &host) {
+  // Allocated for the compute stream, which waits for the copy before it
+  // uses (or frees) it.
+  at::Tensor out = at::empty_like(host, host.options().device(impl->device));
+  c10::cuda::CUDAStream compute = impl->after();
+  {
+    c10::cuda::CUDAStreamGuard copying(impl->stream);
+    out.copy_(host, /*non_blocking=*/true);
+  }
+  at::cuda::CUDAEvent copied;
+  copied.record(impl->stream);
+  copied.block(compute);
+  return out;
+}
+
+at::Tensor Copier::toHost(const at::Tensor &onDevice) {
+  at::Tensor out = at::empty_like(
+      onDevice, onDevice.options().device(c10::kCPU).pinned_memory(true));
+  impl->after();
+  {
+    c10::cuda::CUDAStreamGuard copying(impl->stream);
+    out.copy_(onDevice, /*non_blocking=*/true);
+  }
+  auto copied = std::make_shared<at::cuda::CUDAEvent>();
+  copied->record(impl->stream);
+  // The source stays allocated until the copy has read it.
+  impl->toHost.emplace_back(std::move(copied), onDevice);
+  return out;
+}
+
+void Copier::waitForHost() {
+  for (auto &[copied, source] : impl->toHost)
+    copied->synchronize();
+  impl->toHost.clear();
 }
 
 struct Graph::Impl {
@@ -91,6 +153,13 @@ void setDevice(c10::Device) { unavailable(); }
 DeviceMemory memory(c10::Device) { unavailable(); }
 void resetPeaks(c10::Device) { unavailable(); }
 void synchronize(c10::Device) { unavailable(); }
+
+struct Copier::Impl {};
+Copier::Copier(c10::Device) { unavailable(); }
+Copier::~Copier() = default;
+at::Tensor Copier::toDevice(const at::Tensor &) { unavailable(); }
+at::Tensor Copier::toHost(const at::Tensor &) { unavailable(); }
+void Copier::waitForHost() { unavailable(); }
 
 struct Graph::Impl {};
 Graph::Graph(c10::Device) { unavailable(); }

@@ -543,6 +543,12 @@ Executor::Executor(const Plan &plan, Communicator *comm)
     this->comm = single.get();
   }
   device = this->comm->device();
+  if (device.is_cuda() &&
+      std::any_of(plan.instructions.begin(), plan.instructions.end(),
+                  [](const Instruction &inst) {
+                    return inst.as<inst::ToHost>() || inst.as<inst::ToDevice>();
+                  }))
+    copier = std::make_unique<cuda::Copier>(device);
   // CPU offload: the state the plan keeps in host memory.
   for (const StateEntry &e : plan.state)
     if (e.host)
@@ -720,6 +726,9 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
                            : std::chrono::steady_clock::time_point();
     instructionPeak = live;
     resultsOnHost = inst.host;
+    // The host computes with what was copied to it once it has landed.
+    if (copier && inst.host)
+      copier->waitForHost();
     std::visit([&](const auto &op) { execute({i, state, stack}, op); },
                inst.op);
     // What a collective holds in flight counts until its wait frees the
@@ -735,6 +744,9 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
                         std::chrono::steady_clock::now() - began)
                         .count();
   }
+  // The step ends with its state where the plan left it, on either side.
+  if (copier)
+    copier->waitForHost();
   std::vector<at::Tensor> outputs;
   for (int64_t slot : plan.outputs)
     outputs.push_back(slots[slot]);
@@ -966,14 +978,21 @@ void Executor::execute(const InstContext &c, const inst::ToDevice &toDevice) {
   // CPU offload: a copy into the other memory, a separate allocation (on
   // the CPU both are host memory; the plan says which it stands for, and
   // the bytes are counted there).
-  set(toDevice.result, slots[toDevice.input].to(device, /*non_blocking=*/false,
-                                                /*copy=*/true));
+  if (copier)
+    set(toDevice.result, copier->toDevice(slots[toDevice.input]));
+  else
+    set(toDevice.result, slots[toDevice.input].to(device, /*non_blocking=*/false,
+                                                  /*copy=*/true));
 }
 
 void Executor::execute(const InstContext &c, const inst::ToHost &toHost) {
   const at::Tensor &t = slots[toHost.input];
   if (!device.is_cuda()) {
     set(toHost.result, t.clone());
+    return;
+  }
+  if (copier) {
+    set(toHost.result, copier->toHost(t));
     return;
   }
   // Page-locked host memory, which the GPU copies to and from directly.

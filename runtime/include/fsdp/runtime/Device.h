@@ -67,6 +67,26 @@ void resetPeaks(c10::Device device);
 /// Waits until `device` has finished what was queued on it.
 void synchronize(c10::Device device);
 
+/// CPU offload's copies on a GPU, on a stream of their own: each starts
+/// after what the compute stream has queued, so it overlaps the work queued
+/// before it. A copy to the device is waited for by the compute stream (no
+/// host synchronisation); a copy to the (page-locked) host is waited for
+/// by the host in waitForHost, before the host computes with it, and keeps
+/// its source alive until then.
+class Copier {
+public:
+  explicit Copier(c10::Device device);
+  ~Copier();
+  at::Tensor toDevice(const at::Tensor &host);
+  at::Tensor toHost(const at::Tensor &onDevice);
+  /// Blocks until every copy to the host has landed.
+  void waitForHost();
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
 /// A CUDA graph (at::cuda::CUDAGraph): what is enqueued on `device`
 /// between begin() and end() is captured (on a stream of its own, made
 /// current meanwhile; other threads stay free to query events), and

@@ -3,6 +3,7 @@
 #define FSDP_RUNTIME_EXECUTOR_H
 
 #include "fsdp/runtime/Communicator.h"
+#include "fsdp/runtime/Device.h"
 #include "fsdp/runtime/Plan.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -175,6 +176,7 @@ private:
   Communicator *comm;
   std::unique_ptr<Communicator> single;
   c10::Device device{c10::kCPU}; // the rank's (the communicator's)
+  std::unique_ptr<cuda::Copier> copier; // CPU offload on a GPU
   int64_t gradBytes = 0;
   double waitMs = 0;
   // Live storages: references, bytes, and whether in host memory.
