@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -149,11 +150,20 @@ static std::optional<int> envInt(const char *name) {
   const char *value = std::getenv(name);
   if (!value || !*value)
     return std::nullopt;
-  char *end = nullptr;
-  long v = std::strtol(value, &end, 10);
-  if (*end != '\0' || v < 0)
+  // Digits only (no sign, space or base prefix), and within an int: a
+  // value cut to 32 bits would be another rank or port.
+  const std::string text = value;
+  bool digits = std::all_of(text.begin(), text.end(), [](unsigned char c) {
+    return std::isdigit(c);
+  });
+  errno = 0;
+  long long v = digits ? std::strtoll(value, nullptr, 10) : -1;
+  if (!digits || errno == ERANGE || v > std::numeric_limits<int>::max())
     throw Error(std::string("environment variable ") + name + "='" + value +
-                "' is not a non-negative integer");
+                "' is not a non-negative integer" +
+                (digits ? " of at most " +
+                              std::to_string(std::numeric_limits<int>::max())
+                        : ""));
   return static_cast<int>(v);
 }
 
@@ -173,7 +183,14 @@ std::chrono::milliseconds collectiveTimeout() {
                                              : -1.0;
   // At least a millisecond, at most a week.
   double ms = amount * scale;
-  if (end == text.c_str() || !std::isdigit(static_cast<unsigned char>(text[0])) ||
+  // A decimal number (strtod also reads hexadecimal, `0x10`).
+  bool decimal = std::all_of(text.c_str(), static_cast<const char *>(end),
+                             [](char c) {
+                               return std::isdigit(static_cast<unsigned char>(c)) ||
+                                      c == '.';
+                             });
+  if (end == text.c_str() || !decimal ||
+      !std::isdigit(static_cast<unsigned char>(text[0])) ||
       errno != 0 || scale < 0 || !(ms >= 1.0) || ms > 7 * 24 * 3600e3)
     throw Error("FSDP_RUN_TIMEOUT='" + text + "' is not a duration: give "
                 "seconds (600) or a number with a unit (1500ms, 90s, 10m, "
@@ -206,6 +223,13 @@ RankInfo rankInfoFromEnvironment() {
   info.worldSize = *world;
   info.localRank = localRank.value_or(*rank);
   info.localWorldSize = localWorld.value_or(*world);
+  if (info.localWorldSize < 1 || info.localWorldSize > *world ||
+      info.localRank >= info.localWorldSize)
+    throw Error("local rank " + std::to_string(info.localRank) + " of " +
+                std::to_string(info.localWorldSize) +
+                " (LOCAL_RANK, LOCAL_WORLD_SIZE; SLURM_LOCALID, "
+                "SLURM_NTASKS_PER_NODE) is not a local rank of a world of " +
+                std::to_string(*world));
   if (const char *addr = std::getenv("MASTER_ADDR"); addr && *addr)
     info.masterAddr = addr;
   else if (*world > 1)
