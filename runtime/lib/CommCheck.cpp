@@ -182,6 +182,27 @@ int checkCommunicator(const RunOptions &o, const RankInfo &info,
              matches(got, want, world));
     }
 
+  // Empty tensors (a unit whose parameters have no elements): every
+  // collective completes with an empty result of the right shape.
+  for (CommGroup group :
+       {CommGroup::World, CommGroup::Shard, CommGroup::Replicate}) {
+    const int n = comm->groupSize(group);
+    at::Tensor none = at::empty({0, 3}, at::TensorOptions().device(device));
+    std::string where = std::string(name(group)) + " empty";
+    at::Tensor gathered = comm->allGather(none, group)->wait();
+    report("all_gather " + where, gathered.sizes() == at::IntArrayRef{0, 3});
+    at::Tensor scattered = comm->reduceScatter(none, group, true)->wait();
+    report("reduce_scatter " + where, scattered.sizes() == at::IntArrayRef{0, 3});
+    at::Tensor reduced = comm->allReduce(none, group, false)->wait();
+    report("all_reduce " + where, reduced.sizes() == at::IntArrayRef{0, 3});
+    (void)n;
+  }
+  {
+    at::Tensor none = at::empty({0}, at::TensorOptions().device(device));
+    report("reduce_scatter across world empty",
+           comm->reduceScatterOverWorld(none, false)->wait().numel() == 0);
+  }
+
   // Every rank's verdict, over the same communicator.
   at::Tensor failed = at::zeros({world}, at::kFloat);
   failed[rank] = firstFailure.empty() ? 0.0 : 1.0;

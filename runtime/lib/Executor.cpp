@@ -862,8 +862,16 @@ void Executor::execute(const InstContext &c,
   for (int64_t a : inst.mutates)
     stack[a] = stack[a].toTensor().clone();
 
-  at::Tensor current = generatorState(device);
-  auto restore = [&] { setGeneratorState(device, current); };
+  // The generator as it was, put back after the call. A call the plan
+  // records no state for draws nothing; on a GPU it is not read at all
+  // (a CUDA generator's state cannot be read while a graph is captured).
+  at::Tensor current = inst.rng >= 0 || !device.is_cuda()
+                           ? generatorState(device)
+                           : at::Tensor();
+  auto restore = [&] {
+    if (current.defined())
+      setGeneratorState(device, current);
+  };
   std::vector<at::Tensor> grads;
   try {
     if (inst.rng >= 0)

@@ -1,8 +1,10 @@
 //===- Nccl.cpp - collectives between GPU ranks over NCCL's C API ---------===//
 //
 // One NCCL communicator per group the plan names (world; shard and replica
-// split from it), created non-blocking so that the watchdog can abort them
-// while the main thread is inside NCCL. Each group's collectives run on a
+// split from it). They are blocking communicators (NCCL's default, and
+// PyTorch's): the main thread never waits inside NCCL once they exist, and
+// the watchdog, running from before their creation, aborts them from its
+// own thread and ends the process. Each group's collectives run on a
 // stream of its own: a start makes that stream wait on an event of the
 // compute stream and enqueues the call; a wait makes the compute stream
 // wait on the collective's event. The host never waits for the device on
@@ -18,6 +20,7 @@
 
 #ifdef FSDP_RUNTIME_NCCL
 #include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <nccl.h>
@@ -82,20 +85,6 @@ std::string ncclWords(ncclResult_t result, ncclComm_t comm) {
   return words;
 }
 
-/// Waits until a non-blocking call on `comm` has been taken (not until the
-/// collective is done: that is the device's business), or the deadline.
-ncclResult_t settle(ncclResult_t result, ncclComm_t comm,
-                    Clock::time_point deadline) {
-  while (result == ncclInProgress) {
-    if (Clock::now() > deadline)
-      return ncclInProgress;
-    std::this_thread::yield();
-    if (ncclCommGetAsyncError(comm, &result) != ncclSuccess)
-      return ncclInternalError;
-  }
-  return result;
-}
-
 /// One communicator and the stream its collectives run on.
 struct Group {
   ncclComm_t comm = nullptr;
@@ -149,7 +138,7 @@ public:
     int n = groupSize(group);
     if (n == 1)
       return completed(shard.clone());
-    at::Tensor input = shard.contiguous();
+    at::Tensor input = onDevice(shard).contiguous();
     std::vector<int64_t> sizes = input.sizes().vec();
     sizes[0] *= n;
     at::Tensor output = at::empty(sizes, input.options());
@@ -168,7 +157,7 @@ public:
     int n = groupSize(group);
     if (n == 1)
       return completed(full.clone());
-    at::Tensor input = full.contiguous();
+    at::Tensor input = onDevice(full).contiguous();
     std::vector<int64_t> sizes = input.sizes().vec();
     sizes[0] /= n;
     at::Tensor output = at::empty(sizes, input.options());
@@ -187,7 +176,7 @@ public:
                                      bool mean) override {
     if (groupSize(group) == 1)
       return completed(t.clone());
-    at::Tensor input = t.contiguous();
+    at::Tensor input = onDevice(t).contiguous();
     at::Tensor output = at::empty_like(input);
     std::string what = "all-reduce over the " + groupName(group) + " group";
     ncclDataType_t type = ncclType(input.scalar_type(), true, what);
@@ -207,7 +196,7 @@ public:
     // A reduce-scatter over the shard group, then an all-reduce of the
     // shard over the replica group, in place, on the shard group's stream
     // (one event for both). Means at each stage make the world's mean.
-    at::Tensor input = full.contiguous();
+    at::Tensor input = onDevice(full).contiguous();
     std::vector<int64_t> sizes = input.sizes().vec();
     sizes[0] /= shardSize;
     at::Tensor output = at::empty(sizes, input.options());
@@ -217,11 +206,9 @@ public:
     ncclRedOp_t op = mean ? ncclAvg : ncclSum;
     return launch(shard, what, output, {input, output},
                   [&](ncclComm_t comm, cudaStream_t stream) {
-                    ncclResult_t r = settle(
-                        ncclReduceScatter(input.data_ptr(), output.data_ptr(),
-                                          output.numel(), type, op, comm,
-                                          stream),
-                        comm, Clock::now() + timeout);
+                    ncclResult_t r = ncclReduceScatter(
+                        input.data_ptr(), output.data_ptr(), output.numel(),
+                        type, op, comm, stream);
                     if (r != ncclSuccess)
                       return r;
                     return ncclAllReduce(output.data_ptr(), output.data_ptr(),
@@ -240,6 +227,12 @@ public:
   }
 
 private:
+  /// NCCL moves device memory: state kept in host memory (CPU offload),
+  /// gathered for a checkpoint or --save, is copied over first.
+  at::Tensor onDevice(const at::Tensor &t) const {
+    return t.device() == device_ ? t : t.to(device_);
+  }
+
   Group &groupOf(CommGroup group) {
     switch (group) {
     case CommGroup::Shard:
@@ -261,8 +254,7 @@ private:
     at::cuda::CUDAEvent ready;
     ready.record(compute);
     ready.block(*group.stream);
-    ncclResult_t r = settle(call(group.comm, group.stream->stream()),
-                            group.comm, Clock::now() + timeout);
+    ncclResult_t r = call(group.comm, group.stream->stream());
     if (r != ncclSuccess)
       throw Error(what + " failed: NCCL: " + ncclWords(r, group.comm));
     auto done = std::make_shared<at::cuda::CUDAEvent>();
@@ -281,8 +273,7 @@ private:
            status != cudaStreamCaptureStatusNone;
   }
 
-  Group create(const char *name, ncclComm_t parent, int color, int key,
-               Clock::time_point deadline);
+  Group create(const char *name, ncclComm_t parent, int color, int key);
   /// The watchdog's question: an asynchronous error of a communicator, or
   /// a collective past its deadline; "" if neither.
   std::string check();
@@ -300,10 +291,8 @@ private:
   bool closed = false;
 };
 
-Group Nccl::create(const char *name, ncclComm_t parent, int color, int key,
-                   Clock::time_point deadline) {
+Group Nccl::create(const char *name, ncclComm_t parent, int color, int key) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0; // the watchdog can abort a communicator mid-call
   Group g;
   g.name = name;
   ncclResult_t r;
@@ -330,16 +319,12 @@ Group Nccl::create(const char *name, ncclComm_t parent, int color, int key,
   } else {
     r = ncclCommSplit(parent, color, key, &g.comm, &config);
   }
-  r = settle(r, g.comm, deadline);
-  if (r != ncclSuccess) {
+  if (r != ncclSuccess || !g.comm) {
     std::string words = ncclWords(r, g.comm);
     if (g.comm)
       ncclCommAbort(g.comm);
     throw Error(std::string("cannot create the ") + name +
-                " group's NCCL communicator" +
-                (r == ncclInProgress ? " within " + seconds(timeout) +
-                                           " (FSDP_RUN_TIMEOUT)"
-                                     : ": " + words));
+                " group's NCCL communicator: " + words);
   }
   g.stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/true,
                                           device_.index());
@@ -350,13 +335,21 @@ Nccl::Nccl(const RankInfo &info, int shardGroupSize, c10::Device device)
     : rendezvous(info), info(info), shardSize(shardGroupSize), device_(device),
       timeout(rendezvous.timeout()) {
   c10::cuda::CUDAGuard guard(device.index());
-  auto deadline = Clock::now() + timeout;
+  // Watching from the start: a rank that fails while the communicators
+  // are created (a call that blocks until every rank takes part) ends
+  // this one too, instead of leaving it blocked.
+  rendezvous.startWatchdog([this] { return check(); },
+                           [this] { abortCommunicators(); });
+  auto keep = [this](Group &member, Group made) {
+    std::lock_guard<std::mutex> lock(mutex);
+    member = std::move(made);
+  };
   try {
-    world = create("world", nullptr, 0, 0, deadline);
+    keep(world, create("world", nullptr, 0, 0));
     if (shardSize < info.worldSize) {
       int group = info.rank / shardSize, index = info.rank % shardSize;
-      shard = create("shard", world.comm, group, index, deadline);
-      replicate = create("replicate", world.comm, index, group, deadline);
+      keep(shard, create("shard", world.comm, group, index));
+      keep(replicate, create("replicate", world.comm, index, group));
     }
   } catch (const Error &) {
     abortCommunicators();
@@ -366,26 +359,32 @@ Nccl::Nccl(const RankInfo &info, int shardGroupSize, c10::Device device)
     throw Error("cannot create the ranks' NCCL communicators (did another "
                 "rank stop?): " + firstLine(e));
   }
-  rendezvous.startWatchdog([this] { return check(); },
-                           [this] { abortCommunicators(); });
 }
 
 std::string Nccl::check() {
   std::lock_guard<std::mutex> lock(mutex);
   if (closed)
     return "";
-  for (Group *g : {&world, &shard, &replicate}) {
-    ncclResult_t state = ncclSuccess;
-    if (g->comm && ncclCommGetAsyncError(g->comm, &state) == ncclSuccess &&
-        state != ncclSuccess && state != ncclInProgress)
-      return std::string("the ") + g->name + " group's NCCL communicator "
-             "failed: " + ncclWords(state, g->comm);
+  try {
+    // The watchdog's thread queries this rank's device (not device 0,
+    // where it would make a context of its own).
+    c10::cuda::set_device(device_.index());
+    for (Group *g : {&world, &shard, &replicate}) {
+      ncclResult_t state = ncclSuccess;
+      if (g->comm && ncclCommGetAsyncError(g->comm, &state) == ncclSuccess &&
+          state != ncclSuccess && state != ncclInProgress)
+        return std::string("the ") + g->name + " group's NCCL communicator "
+               "failed: " + ncclWords(state, g->comm);
+    }
+    while (!inFlight.empty() && inFlight.front().done->query())
+      inFlight.pop_front();
+    if (!inFlight.empty() && Clock::now() - inFlight.front().started > timeout)
+      return "the " + inFlight.front().what + " did not complete within " +
+             seconds(timeout) + " (FSDP_RUN_TIMEOUT): did another rank stop?";
+  } catch (const std::exception &e) {
+    // A CUDA error (sticky: the device is lost to this process).
+    return "the device failed: " + firstLine(e);
   }
-  while (!inFlight.empty() && inFlight.front().done->query())
-    inFlight.pop_front();
-  if (!inFlight.empty() && Clock::now() - inFlight.front().started > timeout)
-    return "the " + inFlight.front().what + " did not complete within " +
-           seconds(timeout) + " (FSDP_RUN_TIMEOUT): did another rank stop?";
   return "";
 }
 
@@ -402,15 +401,14 @@ void Nccl::abortCommunicators() {
 Nccl::~Nccl() {
   // The watchdog's check reads what is destroyed here.
   rendezvous.stopWatchdog();
-  // A clean end: every collective flushed, then the communicators freed;
-  // any that does not finish within the timeout is aborted.
+  // A clean end: every collective flushed (each was waited for), then the
+  // communicators freed; one that cannot be finalized is aborted.
   std::lock_guard<std::mutex> lock(mutex);
   closed = true;
-  auto deadline = Clock::now() + timeout;
   for (Group *g : {&replicate, &shard, &world}) {
     if (!g->comm)
       continue;
-    if (settle(ncclCommFinalize(g->comm), g->comm, deadline) == ncclSuccess)
+    if (ncclCommFinalize(g->comm) == ncclSuccess)
       ncclCommDestroy(g->comm);
     else
       ncclCommAbort(g->comm);

@@ -320,6 +320,13 @@ std::vector<at::Tensor> Training::execute(std::vector<at::Tensor> inputs) {
         read.at(name).copy_(t);
     graph->end();
   } catch (const std::exception &e) {
+    // End the capture (CUDA refuses other work on a capturing stream),
+    // and drop what was captured.
+    try {
+      graph->end();
+    } catch (...) {
+    }
+    graph.reset();
     throw Error("--cuda-graph: the step cannot be captured: " + firstLine(e));
   }
   state = read;
@@ -533,12 +540,25 @@ void checkUpFront(const RunOptions &o, const RankInfo &info,
 void runRank(const RunOptions &o, const RankInfo &info,
              std::unique_ptr<Communicator> &comm) {
   Plan plan = loadPlanFor(o, info);
-  if (o.cudaGraph)
+  if (o.cudaGraph) {
     for (const StateEntry &e : plan.state)
       if (e.host)
         throw Error("--cuda-graph: plan '" + o.plan + "' keeps '" + e.name +
                     "' in host memory (CPU offload), and what the host "
                     "computes is not on the GPU for a graph to capture");
+    // Replaying random draws (activation checkpointing's recomputation)
+    // reads and sets the CUDA generator's state, which a capture forbids.
+    for (size_t i = 0; i < plan.instructions.size(); ++i) {
+      const Instruction &inst = plan.instructions[i];
+      const auto *backward = inst.as<inst::AutogradBackward>();
+      if (inst.as<inst::RngState>() || inst.as<inst::SetRngState>() ||
+          (backward && backward->rng >= 0))
+        throw Error("--cuda-graph: plan '" + o.plan + "' replays random "
+                    "draws (instruction #" + std::to_string(i) +
+                    ": dropout under activation checkpointing), which reads "
+                    "the generator's state: a CUDA graph cannot capture that");
+    }
+  }
   c10::Device device = rankDevice(o.device, info);
   if (device.is_cuda())
     cuda::setDevice(device);
