@@ -82,7 +82,8 @@ def plans(args):
         memory = os.path.join(args.dir, f"{size}.memory.json")
         cmd = [args.fsdp_opt, skeleton, "--loss", "cross_entropy", "--optimizer", "adamw",
                "--lr", "3e-4", "--mixed-precision", "bf16", "--auto-wrap", "class",
-               "--wrap-class", "GPTBlock", "--world-size", "1", "--emit", "plan", "-o", plan,
+               "--wrap-class", "GPTBlock", "--world-size", "1", "--backend", "nccl",
+               "--emit", "plan", "-o", plan,
                "--memory-report-json", memory]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:

@@ -380,6 +380,9 @@ private:
   SmallVector<int> buffersOf(AllGatherStartOp gather);
   SmallVector<int> buffersOf(ReduceScatterStartOp scatter);
   SmallVector<int> buffersOf(AllReduceStartOp reduce);
+  /// What a reduction sends: its input's storage, or a contiguous copy of
+  /// `bytes` where the input is not contiguous.
+  int sentBuffer(Value input, int64_t bytes);
 
   // ATen calls (simulate(aten::CallOp)): one step per way a result gets
   // its storage.
@@ -425,6 +428,10 @@ private:
   int64_t currentPeak = 0;
   MemoryPrediction out;
   int64_t worldSize = 1, shardGroupSize = 1;
+  // NCCL's collectives (fsdp.backend): a reduction writes its result into
+  // a buffer of the result's size, which the wait returns; Gloo's receive
+  // every rank's contribution and sum it into a new tensor.
+  bool nccl = false;
 };
 
 void Simulation::count(int storage) {
@@ -1007,6 +1014,15 @@ SmallVector<int> Simulation::buffersOf(ReduceScatterStartOp scatter) {
   int64_t full = tensorBytes(scatter.getInput().getType());
   int n = groupSize(scatter.getGroup());
   bool overWorld = scatter.getAcross() && shardGroupSize != worldSize;
+  if (nccl && (n > 1 || overWorld)) {
+    // Its input (a contiguous copy where it is not) and the shard it
+    // returns (over the world: reduce-scattered over the shard group, then
+    // all-reduced in place over the replicas).
+    int send = sentBuffer(scatter.getInput(), full);
+    returnsHeld[scatter.getFuture()] = true;
+    int64_t shard = full / (overWorld ? shardGroupSize : n);
+    return {fresh(shard, MemoryCategory::Gradients), send};
+  }
   if (overWorld) {
     // The shards every rank sends, concatenated, and what it receives.
     int64_t sent = full / shardGroupSize * worldSize;
@@ -1017,11 +1033,14 @@ SmallVector<int> Simulation::buffersOf(ReduceScatterStartOp scatter) {
     returnsHeld[scatter.getFuture()] = true;
     return {fresh(full, MemoryCategory::Gradients)};
   }
-  Value input = scatter.getInput();
-  int send = isContiguous(layoutOf.lookup(input))
-                 ? storageOf.lookup(input)
-                 : fresh(full, MemoryCategory::CommunicationBuffers);
+  int send = sentBuffer(scatter.getInput(), full);
   return {send, fresh(full, MemoryCategory::CommunicationBuffers)};
+}
+
+int Simulation::sentBuffer(Value input, int64_t bytes) {
+  return isContiguous(layoutOf.lookup(input))
+             ? storageOf.lookup(input)
+             : fresh(bytes, MemoryCategory::CommunicationBuffers);
 }
 
 SmallVector<int> Simulation::buffersOf(AllReduceStartOp reduce) {
@@ -1031,6 +1050,12 @@ SmallVector<int> Simulation::buffersOf(AllReduceStartOp reduce) {
   if (n == 1) {
     returnsHeld[reduce.getFuture()] = true;
     return {fresh(bytes, MemoryCategory::Gradients)};
+  }
+  if (nccl) {
+    // Its input (contiguous) and the result it returns.
+    int send = sentBuffer(reduce.getInput(), bytes);
+    returnsHeld[reduce.getFuture()] = true;
+    return {fresh(bytes, MemoryCategory::Gradients), send};
   }
   // Padded to a multiple of n, reduce-scattered, then gathered.
   int64_t count = type.getNumElements();
@@ -1109,6 +1134,8 @@ FailureOr<MemoryPrediction> Simulation::run() {
     worldSize = w.getInt();
   if (auto g = module->getAttrOfType<IntegerAttr>(kShardGroupSizeAttr))
     shardGroupSize = g.getInt();
+  if (auto b = module->getAttrOfType<StringAttr>(kBackendAttr))
+    nccl = b.getValue() == "nccl";
   noteUses(body);
   hostSet = hostValues(body);
   declareState();

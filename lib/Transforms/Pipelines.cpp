@@ -100,6 +100,7 @@ void fsdp::buildShardedStepPipeline(OpPassManager &pm,
   shard.worldSize = options.worldSize;
   shard.shardGroupSize = options.shardGroupSize;
   shard.hybridReduction = options.hybridReduction;
+  shard.backend = options.backend;
   shard.reduceDtype = options.reduceDtype;
   shard.offloadParams = options.offloadParams;
   shard.offloadUnits.assign(options.offloadUnits.begin(),

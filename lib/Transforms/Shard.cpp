@@ -132,6 +132,9 @@ LogicalResult Shard::checkOptions(ModuleOp module) {
     return module.emitError("unknown HYBRID_SHARD reduction '")
            << hybridReduction << "': expected ordered or two-stage";
   reduction = *named;
+  if (backend != "gloo" && backend != "nccl")
+    return module.emitError("unknown backend '")
+           << backend << "': expected gloo or nccl";
   if (worldSize < 1)
     return module.emitError("world size must be at least 1, found ")
            << int64_t(worldSize);
@@ -576,6 +579,8 @@ LogicalResult Shard::run(ModuleOp module) {
   module->setAttr(kWorldSizeAttr, b.getI64IntegerAttr(worldSize));
   module->setAttr(kShardGroupSizeAttr, b.getI64IntegerAttr(groupSize));
   module->setAttr(kShardingAttr, ShardingStrategyAttr::get(ctx, strategy));
+  if (backend != "gloo")
+    module->setAttr(kBackendAttr, b.getStringAttr(backend));
   return success();
 }
 

@@ -40,6 +40,9 @@ def main():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dir")
     p.add_argument("--fsdp-opt", default="fsdp-opt")
+    p.add_argument("--backend", choices=["nccl", "gloo"], default="nccl",
+                   help="the communicator the plans' memory is predicted for "
+                        "(gloo: the harness's own test on CPU ranks)")
     args = p.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     cases = []
@@ -58,7 +61,8 @@ def main():
             plan = f"{name}.w{w}.plan"
             memory = f"{name}.w{w}.memory.json"
             run([args.fsdp_opt, os.path.join(args.dir, model), "--loss", "cross_entropy",
-                 *optimizer, *extra, "--world-size", str(w), "--emit", "plan",
+                 *optimizer, *extra, "--world-size", str(w), "--backend", args.backend,
+                 "--emit", "plan",
                  "-o", os.path.join(args.dir, plan),
                  "--memory-report-json", os.path.join(args.dir, memory)])
             cases.append({"name": name, "fixture": fixture, "ranks": w, "model": model,

@@ -352,7 +352,10 @@ def Shard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
       updated and stay whole.
 
     The module gets `fsdp.world_size`, `fsdp.shard_group_size` and
-    `fsdp.sharding`.
+    `fsdp.sharding`, and with `backend=nccl`, `fsdp.backend = "nccl"`: the
+    memory model then counts the buffers NCCL's collectives hold (a
+    reduction's input and its result, written in place) instead of Gloo's
+    (an all-to-all's receive buffer, summed into a new result).
 
     Mixed precision (PyTorch FSDP's `MixedPrecision`): when the step reads
     a unit's parameters in a 16-bit type (the importer's param dtype), the
@@ -392,6 +395,10 @@ def Shard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
            /*default=*/"::fsdp::StepDefaults::hybridReduction()",
            "HYBRID_SHARD's gradient reduction: ordered (one sum over the "
            "world in rank order) or two-stage (shard group, then replicas)">,
+    Option<"backend", "backend", "std::string",
+           /*default=*/"::fsdp::StepDefaults::backend()",
+           "The communicator the plan will run over: gloo or nccl (what "
+           "its collectives hold, in the memory model)">,
     Option<"reduceDtype", "reduce-dtype", "std::string", /*default=*/"\"\"",
            "Mixed precision: the type gradients are reduced in (bf16, f16 or "
            "f32; empty: the gradient's own)">,

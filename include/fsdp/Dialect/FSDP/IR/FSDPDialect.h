@@ -61,6 +61,10 @@ inline constexpr llvm::StringLiteral kWaitBeforeAttr = "fsdp.wait_before";
 inline constexpr llvm::StringLiteral kWorldSizeAttr = "fsdp.world_size";
 inline constexpr llvm::StringLiteral kShardGroupSizeAttr =
     "fsdp.shard_group_size";
+/// The module attribute naming the communicator a sharded step will run
+/// over when it is not Gloo ("nccl"): the memory model counts the buffers
+/// that communicator's collectives hold. The plan is the same either way.
+inline constexpr llvm::StringLiteral kBackendAttr = "fsdp.backend";
 
 /// The module attribute the importer records the module tree in ([path,
 /// class] per module, preorder), which auto-wrap, activation checkpointing
