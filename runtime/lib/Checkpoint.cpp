@@ -6,6 +6,8 @@
 #include <torch/script.h>
 #include <torch/serialize.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <mutex>
 #include <sstream>
 #include <sys/stat.h>
@@ -118,11 +121,45 @@ std::optional<double> optimizerSteps(const Plan &plan, const State &state) {
   return std::nullopt;
 }
 
-std::vector<char> readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error("cannot read '" + path + "': " + std::strerror(errno));
-  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+/// A checkpoint's file, whole: a regular file (not a symbolic link, a
+/// device or a pipe, which could point outside the checkpoint, never end or
+/// block), of at most `limit` bytes.
+std::vector<char> readFile(const std::string &path,
+                           int64_t limit = std::numeric_limits<int64_t>::max()) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    throw Error("cannot read '" + path + "': " +
+                (errno == ELOOP ? std::string("it is a symbolic link, which a "
+                                              "checkpoint's files are not")
+                                : std::strerror(errno)));
+  struct stat info;
+  std::string problem;
+  if (::fstat(fd, &info) != 0)
+    problem = std::strerror(errno);
+  else if (!S_ISREG(info.st_mode))
+    problem = "not a regular file";
+  else if (info.st_size > limit)
+    problem = std::to_string(info.st_size) + " bytes, more than the " +
+              std::to_string(limit) + " it may hold";
+  std::vector<char> bytes;
+  if (problem.empty()) {
+    bytes.resize(static_cast<size_t>(info.st_size));
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0) {
+        problem = n < 0 ? std::strerror(errno) : "it ended early";
+        break;
+      }
+      done += static_cast<size_t>(n);
+    }
+  }
+  ::close(fd);
+  if (!problem.empty())
+    throw Error("cannot read '" + path + "': " + problem);
+  return bytes;
 }
 
 c10::IValue loadPickle(const std::string &path) {
@@ -395,14 +432,21 @@ std::string findCheckpoint(const std::string &path) {
   if (fs::exists(fs::path(path) / "meta.json", ec))
     return path;
   fs::path latest = fs::path(path) / "latest";
-  if (fs::exists(latest, ec)) {
-    std::vector<char> bytes = readFile(latest.string());
+  if (fs::exists(fs::symlink_status(latest, ec))) {
+    // One name (step-NNNNNNNN), of a directory in this one.
+    std::vector<char> bytes = readFile(latest.string(), 4096);
     std::string name(bytes.begin(), bytes.end());
     while (!name.empty() && (name.back() == '\n' || name.back() == ' '))
       name.pop_back();
+    bool plain = !name.empty() && name != "." && name != ".." &&
+                 std::all_of(name.begin(), name.end(), [](unsigned char c) {
+                   return std::isprint(c) && c != '/';
+                 });
+    if (!plain)
+      throw Error("checkpoint directory '" + path + "': 'latest' does not "
+                  "name a checkpoint in it (a name like step-00000004)");
     fs::path dir = fs::path(path) / name;
-    if (name.empty() || name.find('/') != std::string::npos ||
-        !fs::exists(dir / "meta.json", ec))
+    if (!fs::exists(dir / "meta.json", ec))
       throw Error("checkpoint directory '" + path + "': latest names '" + name +
                   "', which is not a checkpoint there");
     return dir.string();
@@ -419,7 +463,8 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
   const std::string where = "checkpoint '" + path + "'";
   json meta;
   try {
-    std::vector<char> bytes = readFile((fs::path(path) / "meta.json").string());
+    std::vector<char> bytes =
+        readFile((fs::path(path) / "meta.json").string(), int64_t(1) << 30);
     meta = json::parse(bytes.begin(), bytes.end());
   } catch (const json::exception &e) {
     throw Error(where + ": meta.json is not valid JSON: " + e.what());

@@ -85,6 +85,28 @@ void checkOutputPath(const char *flag, const std::string &path) {
 }
 
 /// The plan, which must have been compiled for the world this rank is in.
+/// A directory fsdp-run creates if need be and writes in: what exists of
+/// it must be directories, and the deepest part that exists writable.
+void checkOutputDir(const char *flag, const std::string &path) {
+  if (path.empty())
+    return;
+  std::string existing = path;
+  struct stat info;
+  while (::stat(existing.c_str(), &info) != 0) {
+    std::string copy = existing;
+    std::string parent = ::dirname(copy.data());
+    if (parent == existing)
+      break;
+    existing = parent;
+  }
+  if (!S_ISDIR(info.st_mode))
+    throw Error(std::string(flag) + " '" + path + "': '" + existing +
+                "' is not a directory");
+  if (::access(existing.c_str(), W_OK | X_OK) != 0)
+    throw Error(std::string(flag) + " '" + path + "': cannot write in '" +
+                existing + "': " + std::strerror(errno));
+}
+
 Plan loadPlanFor(const RunOptions &o, const RankInfo &info) {
   Plan plan = loadPlan(o.plan);
   if (plan.worldSize != info.worldSize)
@@ -533,6 +555,7 @@ void checkUpFront(const RunOptions &o, const RankInfo &info,
   checkOutputPath("--save", o.save);
   checkOutputPath("--outputs", o.outputs);
   checkOutputPath("--memory-timeline", o.memoryTimeline);
+  checkOutputDir("--checkpoint-dir", o.checkpointDir);
   if (!o.resume.empty())
     (void)findCheckpoint(o.resume);
 }
