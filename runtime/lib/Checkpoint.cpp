@@ -61,6 +61,27 @@ const char *rngFile(c10::Device device) {
   return device.is_cuda() ? "cuda_rng.pt" : "rng.pt";
 }
 
+/// The other kind of device's generator file (a checkpoint written there).
+const char *otherRngFile(c10::Device device) {
+  return device.is_cuda() ? "rng.pt" : "cuda_rng.pt";
+}
+const char *otherRngKey(c10::Device device) {
+  return device.is_cuda() ? "_rng_state" : "_cuda_rng_state";
+}
+
+/// meta.json's `key`: a whole number of at least 0 (not 2.7, not "4").
+int64_t wholeNumber(const json &meta, const char *key, const std::string &where) {
+  auto it = meta.find(key);
+  if (it == meta.end() || !it->is_number_integer() ||
+      (it->is_number_unsigned() &&
+       it->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())) ||
+      it->get<int64_t>() < 0)
+    throw Error(where + ": meta.json's '" + key + "' is " +
+                (it == meta.end() ? std::string("missing") : it->dump()) +
+                ", not a whole number of at least 0");
+  return it->get<int64_t>();
+}
+
 /// Every rank waits for every other (an all-reduce of nothing).
 void barrier(Communicator &comm) {
   comm.allReduce(at::zeros({1}, comm.device()), CommGroup::World,
@@ -474,10 +495,10 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
   try {
     if (meta.at("format") != kFormat)
       throw Error(where + " is not an fsdp-run checkpoint");
-    if (meta.at("version").get<int64_t>() != kVersion)
+    if (wholeNumber(meta, "version", where) != kVersion)
       throw Error(where + " has format version " + meta.at("version").dump() +
                   ", but this fsdp-run reads " + std::to_string(kVersion));
-    step = meta.at("step").get<int64_t>();
+    step = wholeNumber(meta, "step", where);
     type = parseStateDictType(meta.at("state_dict_type").get<std::string>());
   } catch (const json::exception &e) {
     throw Error(where + ": meta.json lacks or misstates a field: " + e.what());
@@ -546,6 +567,9 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
     auto rng = dict.find(rngKey(comm.device()));
     if (rng != dict.end() && rng->value().isTensor())
       setGeneratorState(comm.device(), rng->value().toTensor());
+    else if (dict.find(otherRngKey(comm.device())) == dict.end())
+      throw Error(where + ": '" + file + "' has no generator state ('" +
+                  rngKey(comm.device()) + "')");
     return step;
   }
 
@@ -618,7 +642,7 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
       // where a gradient scaler skipped some).
       double count = static_cast<double>(step);
       if (meta.contains("optimizer_steps"))
-        count = meta.at("optimizer_steps").get<double>();
+        count = static_cast<double>(wholeNumber(meta, "optimizer_steps", where));
       state[e.name] = at::full(e.type.shape, count,
                                at::TensorOptions().dtype(e.type.dtype));
     } else if (isScalerState(e)) {
@@ -658,12 +682,19 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
       }
     }
   }
+  // The generator's state; one written on the other kind of device is not
+  // this one's (the generator starts afresh, as docs/fsdp-run.md says).
   std::error_code ec;
-  if (fs::exists(fs::path(path) / rngFile(comm.device()), ec)) {
-    c10::IValue rng =
-        loadPickle((fs::path(path) / rngFile(comm.device())).string());
-    if (rng.isTensor())
-      setGeneratorState(comm.device(), rng.toTensor());
+  fs::path rngPath = fs::path(path) / rngFile(comm.device());
+  if (fs::exists(rngPath, ec)) {
+    c10::IValue rng = loadPickle(rngPath.string());
+    if (!rng.isTensor())
+      throw Error(where + ": " + rngFile(comm.device()) +
+                  " is not the generator's state (a tensor)");
+    setGeneratorState(comm.device(), rng.toTensor());
+  } else if (!fs::exists(fs::path(path) / otherRngFile(comm.device()), ec)) {
+    throw Error(where + ": " + rngFile(comm.device()) +
+                ", the generator's state, is missing");
   }
   return step;
 }
