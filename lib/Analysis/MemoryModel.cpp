@@ -1220,13 +1220,18 @@ void Simulation::collectUnits() {
   }
 }
 
+/// An error at `op`, which reads or writes @name that no rank holds.
+static LogicalResult notHeldState(Operation *op, StringRef verb,
+                                  StringRef name) {
+  return op->emitError() << verb << " @" << name
+                         << ", which no rank holds as state (a member of a "
+                            "flat parameter, or not state at all)";
+}
+
 LogicalResult Simulation::simulate(GetOp get) {
   auto it = state.find(get.getName());
   if (it == state.end())
-    return get.emitError("reads @")
-           << get.getName()
-           << ", which no rank holds as state (a member of a flat "
-              "parameter, or not state at all)";
+    return notHeldState(get, "reads", get.getName());
   auto type = cast<RankedTensorType>(get.getType());
   if (type == stateType.lookup(get.getName())) {
     define(get.getResult(), it->second, contiguous(type.getShape()));
@@ -1245,10 +1250,7 @@ LogicalResult Simulation::simulate(GetOp get) {
 LogicalResult Simulation::simulate(UpdateOp update) {
   auto it = state.find(update.getName());
   if (it == state.end())
-    return update.emitError("writes @")
-           << update.getName()
-           << ", which no rank holds as state (a member of a flat "
-              "parameter, or not state at all)";
+    return notHeldState(update, "writes", update.getName());
   Type type = stateType.lookup(update.getName());
   // Mixed precision: a value in the compute type, widened into a new
   // tensor of the state's type.

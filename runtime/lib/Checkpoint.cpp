@@ -54,20 +54,8 @@ std::string rankFileName(int rank) {
 /// Where a checkpoint keeps the generator's state: the CPU's as torch's
 /// get_rng_state gives it, a GPU's apart (its state is another shape; a
 /// run resumed on the other kind of device starts its generator afresh).
-const char *rngKey(c10::Device device) {
-  return device.is_cuda() ? "_cuda_rng_state" : "_rng_state";
-}
-const char *rngFile(c10::Device device) {
-  return device.is_cuda() ? "cuda_rng.pt" : "rng.pt";
-}
-
-/// The other kind of device's generator file (a checkpoint written there).
-const char *otherRngFile(c10::Device device) {
-  return device.is_cuda() ? "rng.pt" : "cuda_rng.pt";
-}
-const char *otherRngKey(c10::Device device) {
-  return device.is_cuda() ? "_rng_state" : "_cuda_rng_state";
-}
+const char *rngKey(bool cuda) { return cuda ? "_cuda_rng_state" : "_rng_state"; }
+const char *rngFile(bool cuda) { return cuda ? "cuda_rng.pt" : "rng.pt"; }
 
 /// meta.json's `key`: a whole number of at least 0 (not 2.7, not "4").
 int64_t wholeNumber(const json &meta, const char *key, const std::string &where) {
@@ -260,7 +248,8 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
     c10::impl::GenericDict mine(c10::StringType::get(), c10::TensorType::get());
     for (const StateEntry &e : plan.state)
       mine.insert(e.name, state.at(e.name));
-    mine.insert(rngKey(comm.device()), generatorState(comm.device()));
+    mine.insert(rngKey(comm.device().is_cuda()),
+                generatorState(comm.device()));
     writeFileAtomically((fs::path(tmp) / rankFileName(comm.rank())).string(),
               saveForTorchLoad(mine));
   } else {
@@ -372,8 +361,9 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
       optim.insert("param_groups", groups);
       writeFileAtomically((fs::path(tmp) / "optim.pt").string(),
                 saveForTorchLoad(optim));
-      writeFileAtomically((fs::path(tmp) / rngFile(comm.device())).string(),
-                saveForTorchLoad(generatorState(comm.device())));
+      writeFileAtomically(
+          (fs::path(tmp) / rngFile(comm.device().is_cuda())).string(),
+          saveForTorchLoad(generatorState(comm.device())));
       // GradScaler.state_dict(): the scale (the state's zero stands for the
       // initial scale) and the good steps since it last changed.
       if (plan.gradScaler.is_object()) {
@@ -564,12 +554,13 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
                     " in '" + file + "', the plan has " + e.type.str());
       state[e.name] = t.clone();
     }
-    auto rng = dict.find(rngKey(comm.device()));
+    const bool cuda = comm.device().is_cuda();
+    auto rng = dict.find(rngKey(cuda));
     if (rng != dict.end() && rng->value().isTensor())
       setGeneratorState(comm.device(), rng->value().toTensor());
-    else if (dict.find(otherRngKey(comm.device())) == dict.end())
+    else if (dict.find(rngKey(!cuda)) == dict.end())
       throw Error(where + ": '" + file + "' has no generator state ('" +
-                  rngKey(comm.device()) + "')");
+                  rngKey(cuda) + "')");
     return step;
   }
 
@@ -685,15 +676,16 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
   // The generator's state; one written on the other kind of device is not
   // this one's (the generator starts afresh, as docs/fsdp-run.md says).
   std::error_code ec;
-  fs::path rngPath = fs::path(path) / rngFile(comm.device());
+  const bool cuda = comm.device().is_cuda();
+  fs::path rngPath = fs::path(path) / rngFile(cuda);
   if (fs::exists(rngPath, ec)) {
     c10::IValue rng = loadPickle(rngPath.string());
     if (!rng.isTensor())
-      throw Error(where + ": " + rngFile(comm.device()) +
+      throw Error(where + ": " + rngFile(cuda) +
                   " is not the generator's state (a tensor)");
     setGeneratorState(comm.device(), rng.toTensor());
-  } else if (!fs::exists(fs::path(path) / otherRngFile(comm.device()), ec)) {
-    throw Error(where + ": " + rngFile(comm.device()) +
+  } else if (!fs::exists(fs::path(path) / rngFile(!cuda), ec)) {
+    throw Error(where + ": " + rngFile(cuda) +
                 ", the generator's state, is missing");
   }
   return step;

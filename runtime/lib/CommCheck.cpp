@@ -186,7 +186,6 @@ int checkCommunicator(const RunOptions &o, const RankInfo &info,
   // collective completes with an empty result of the right shape.
   for (CommGroup group :
        {CommGroup::World, CommGroup::Shard, CommGroup::Replicate}) {
-    const int n = comm->groupSize(group);
     at::Tensor none = at::empty({0, 3}, at::TensorOptions().device(device));
     std::string where = std::string(name(group)) + " empty";
     at::Tensor gathered = comm->allGather(none, group)->wait();
@@ -195,7 +194,6 @@ int checkCommunicator(const RunOptions &o, const RankInfo &info,
     report("reduce_scatter " + where, scattered.sizes() == at::IntArrayRef{0, 3});
     at::Tensor reduced = comm->allReduce(none, group, false)->wait();
     report("all_reduce " + where, reduced.sizes() == at::IntArrayRef{0, 3});
-    (void)n;
   }
   {
     at::Tensor none = at::empty({0}, at::TensorOptions().device(device));

@@ -20,14 +20,7 @@ int visibleCudaDevices() {
   return static_cast<int>(at::detail::getCUDAHooks().deviceCount());
 }
 
-void checkDeviceName(const std::string &requested) {
-  if (!requested.empty() && requested != "cpu" && requested != "cuda")
-    throw Error("--device is cpu or cuda, not '" + requested +
-                "' (rank r of a run uses cuda:LOCAL_RANK)");
-}
-
 c10::Device rankDevice(const std::string &requested, const RankInfo &info) {
-  checkDeviceName(requested);
   int visible = visibleCudaDevices();
   if (requested == "cpu" || (requested.empty() && visible == 0))
     return c10::Device(c10::kCPU);

@@ -51,19 +51,9 @@ private:
   std::vector<at::Tensor> buffers;
 };
 
-class Gloo : public Communicator {
+class Gloo : public RankedCommunicator {
 public:
   Gloo(const RankInfo &info, int shardGroupSize, c10::Device device);
-
-  int rank() const override { return info.rank; }
-  int worldSize() const override { return info.worldSize; }
-  c10::Device device() const override { return device_; }
-  int groupRank(CommGroup group) const override {
-    return rankInGroup(group, info.rank, shardSize);
-  }
-  int groupSize(CommGroup group) const override {
-    return sizeOfGroup(group, info.worldSize, shardSize);
-  }
 
   std::unique_ptr<Pending> allGather(const at::Tensor &shard,
                                      CommGroup group) override {
@@ -151,14 +141,6 @@ public:
         std::move(buffers));
   }
 
-  void abort(const std::string &message) override {
-    rendezvous.abort(message);
-  }
-
-  std::string failureOfOthers(std::chrono::milliseconds patience) override {
-    return rendezvous.failureOfOthers(patience);
-  }
-
 private:
   /// Work that completes when `finish` runs.
   class Deferred : public Pending {
@@ -202,11 +184,6 @@ private:
   c10::intrusive_ptr<c10d::ProcessGroupGloo>
   makeGroup(const std::string &name, int rank, int size);
 
-  // First: the process groups end before the rendezvous does.
-  Rendezvous rendezvous;
-  RankInfo info;
-  int shardSize;
-  c10::Device device_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> worldPG, shardPG, replicatePG;
 };
 
@@ -228,7 +205,7 @@ Gloo::makeGroup(const std::string &name, int rank, int size) {
 }
 
 Gloo::Gloo(const RankInfo &info, int shardGroupSize, c10::Device device)
-    : rendezvous(info), info(info), shardSize(shardGroupSize), device_(device) {
+    : RankedCommunicator(info, shardGroupSize, device) {
   try {
     worldPG = makeGroup("world/", info.rank, info.worldSize);
     if (shardSize < info.worldSize) {

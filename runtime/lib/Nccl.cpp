@@ -33,7 +33,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace fsdp::runtime {
@@ -118,20 +117,10 @@ private:
   std::vector<at::Tensor> buffers;
 };
 
-class Nccl : public Communicator {
+class Nccl : public RankedCommunicator {
 public:
   Nccl(const RankInfo &info, int shardGroupSize, c10::Device device);
   ~Nccl() override;
-
-  int rank() const override { return info.rank; }
-  int worldSize() const override { return info.worldSize; }
-  c10::Device device() const override { return device_; }
-  int groupRank(CommGroup group) const override {
-    return rankInGroup(group, info.rank, shardSize);
-  }
-  int groupSize(CommGroup group) const override {
-    return sizeOfGroup(group, info.worldSize, shardSize);
-  }
 
   std::unique_ptr<Pending> allGather(const at::Tensor &shard,
                                      CommGroup group) override {
@@ -218,12 +207,8 @@ public:
   }
 
   void abort(const std::string &message) override {
-    rendezvous.abort(message);
+    RankedCommunicator::abort(message);
     abortCommunicators();
-  }
-
-  std::string failureOfOthers(std::chrono::milliseconds patience) override {
-    return rendezvous.failureOfOthers(patience);
   }
 
 private:
@@ -279,11 +264,6 @@ private:
   std::string check();
   void abortCommunicators();
 
-  // First: the communicators end before the rendezvous does.
-  Rendezvous rendezvous;
-  RankInfo info;
-  int shardSize;
-  c10::Device device_;
   std::chrono::milliseconds timeout;
   Group world, shard, replicate;
   std::mutex mutex; // guards inFlight and the communicators' lifetime
@@ -332,7 +312,7 @@ Group Nccl::create(const char *name, ncclComm_t parent, int color, int key) {
 }
 
 Nccl::Nccl(const RankInfo &info, int shardGroupSize, c10::Device device)
-    : rendezvous(info), info(info), shardSize(shardGroupSize), device_(device),
+    : RankedCommunicator(info, shardGroupSize, device),
       timeout(rendezvous.timeout()) {
   c10::cuda::CUDAGuard guard(device.index());
   // Watching from the start: a rank that fails while the communicators

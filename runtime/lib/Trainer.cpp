@@ -590,7 +590,6 @@ void runRank(const RunOptions &o, const RankInfo &info,
   int64_t modelBytesRead = 0;
   State state = loadState(plan, o.model, comm->groupRank(CommGroup::Shard),
                           &modelBytesRead);
-  placeState(plan, state, device);
   // torch.manual_seed(N) on every rank, as accelerate's set_seed: dropout
   // draws the same masks on every rank (a resumed run then takes the
   // checkpoint's generator state).
@@ -603,7 +602,8 @@ void runRank(const RunOptions &o, const RankInfo &info,
       o.resume.empty()
           ? 0
           : resume(o, plan, state, *comm, steps, /*lead=*/info.rank == 0);
-  placeState(plan, state, device); // a checkpoint is read into CPU memory
+  // Loaded (or resumed) in CPU memory: now where the plan keeps it.
+  placeState(plan, state, device);
   StateDictType checkpointType = checkpointTypeFor(o, plan);
   Executor executor = buildExecutor(plan, o.plan, comm.get());
   if (o.profile)

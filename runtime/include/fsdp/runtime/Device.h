@@ -25,10 +25,6 @@ const char *backendName(Backend backend);
 /// CUDA devices this process sees (0 without a driver or a GPU).
 int visibleCudaDevices();
 
-/// Checks a --device value ("cpu", "cuda", or "" for the default); throws
-/// an Error naming it otherwise.
-void checkDeviceName(const std::string &requested);
-
 /// The device rank `info` runs on. `requested` is "cpu", "cuda" or "" (cuda
 /// when a GPU is visible, else cpu). On cuda the rank takes
 /// cuda:LOCAL_RANK, which must be visible; FSDP_RUN_SHARE_GPUS=1 puts the

@@ -70,6 +70,38 @@ private:
   std::thread watchdog;
 };
 
+/// What Gloo's and NCCL's communicators share: the rendezvous (first, so
+/// that it outlives what a subclass builds on it), where this rank stands,
+/// its groups (shard groups of `shardSize` consecutive ranks) and device,
+/// and failures told through the store.
+class RankedCommunicator : public Communicator {
+public:
+  RankedCommunicator(const RankInfo &info, int shardSize, c10::Device device)
+      : rendezvous(info), info(info), shardSize(shardSize), device_(device) {}
+
+  int rank() const override { return info.rank; }
+  int worldSize() const override { return info.worldSize; }
+  c10::Device device() const override { return device_; }
+  int groupRank(CommGroup group) const override {
+    return rankInGroup(group, info.rank, shardSize);
+  }
+  int groupSize(CommGroup group) const override {
+    return sizeOfGroup(group, info.worldSize, shardSize);
+  }
+  void abort(const std::string &message) override {
+    rendezvous.abort(message);
+  }
+  std::string failureOfOthers(std::chrono::milliseconds patience) override {
+    return rendezvous.failureOfOthers(patience);
+  }
+
+protected:
+  Rendezvous rendezvous;
+  const RankInfo info;
+  const int shardSize;
+  const c10::Device device_;
+};
+
 /// "12.5 s": how a timeout is quoted in messages.
 std::string seconds(std::chrono::milliseconds t);
 
