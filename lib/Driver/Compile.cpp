@@ -21,13 +21,99 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <unistd.h>
 
 using namespace mlir;
 using namespace fsdp;
 using namespace fsdp::driver;
 
 namespace {
+
+/// An output file written whole or not at all. A regular file (or a new
+/// one) is written to a temporary file beside it and renamed over it at
+/// commit, so that an error, a symlink or a full disk never leaves half a
+/// file and never writes through a link; a device or pipe (`/dev/null`) is
+/// written in place. A write error is reported, never fatal. The input is
+/// never an output.
+class OutputFile {
+public:
+  /// "-": standard output.
+  static FailureOr<std::unique_ptr<OutputFile>>
+  open(const std::string &path, const std::string &input) {
+    auto file = std::unique_ptr<OutputFile>(new OutputFile(path));
+    if (path == "-") {
+      file->stream = std::make_unique<llvm::raw_fd_ostream>(
+          STDOUT_FILENO, /*shouldClose=*/false);
+      return file;
+    }
+    if (input != "-" && llvm::sys::fs::exists(path) &&
+        llvm::sys::fs::equivalent(input, path))
+      return error("the output '" + path + "' is the input '" + input +
+                   "': write the result to another file");
+    llvm::sys::fs::file_status status;
+    bool special = !llvm::sys::fs::status(path, status) &&
+                   status.type() != llvm::sys::fs::file_type::regular_file &&
+                   status.type() != llvm::sys::fs::file_type::file_not_found;
+    if (special && status.type() == llvm::sys::fs::file_type::directory_file)
+      return error("the output '" + path + "' is a directory");
+    std::error_code ec;
+    int fd = -1;
+    if (special) {
+      ec = llvm::sys::fs::openFileForWrite(path, fd,
+                                           llvm::sys::fs::CD_OpenExisting);
+    } else {
+      llvm::SmallString<256> model(path);
+      llvm::sys::path::remove_filename(model);
+      llvm::sys::path::append(model, "." +
+                                         llvm::sys::path::filename(path).str() +
+                                         ".tmp-%%%%%%");
+      ec = llvm::sys::fs::createUniqueFile(model, fd, file->temporary);
+    }
+    if (ec)
+      return error("cannot write '" + path + "': " + ec.message());
+    file->stream =
+        std::make_unique<llvm::raw_fd_ostream>(fd, /*shouldClose=*/true);
+    return file;
+  }
+
+  ~OutputFile() {
+    if (stream) {
+      stream->clear_error();
+      stream.reset();
+    }
+    if (!temporary.empty())
+      llvm::sys::fs::remove(temporary);
+  }
+
+  llvm::raw_ostream &os() { return *stream; }
+
+  /// Flushes and closes, then puts the file in place; an error names the
+  /// output and says why (a full disk, a closed pipe).
+  LogicalResult commit() {
+    if (path != "-")
+      stream->close();
+    else
+      stream->flush();
+    if (std::error_code ec = stream->error()) {
+      stream->clear_error();
+      return error("cannot write '" + path + "': " + ec.message());
+    }
+    if (temporary.empty())
+      return success();
+    if (std::error_code ec = llvm::sys::fs::rename(temporary, path))
+      return error("cannot write '" + path + "': " + ec.message());
+    temporary.clear();
+    return success();
+  }
+
+private:
+  explicit OutputFile(std::string path) : path(std::move(path)) {}
+  std::string path;
+  llvm::SmallString<256> temporary;
+  std::unique_ptr<llvm::raw_fd_ostream> stream;
+};
 
 /// The training step's pipeline; `differentiated`: the module already has
 /// its loss and backward (a budget search ran them to choose).
@@ -264,11 +350,10 @@ LogicalResult compileModule(CompileOptions &o, const std::string &inputFilename,
   if (!module)
     return failure();
 
-  std::string message;
-  std::unique_ptr<llvm::ToolOutputFile> output =
-      openOutputFile(outputFilename, &message);
-  if (!output)
-    return error(message);
+  FailureOr<std::unique_ptr<OutputFile>> output =
+      OutputFile::open(outputFilename, inputFilename);
+  if (failed(output))
+    return failure();
   // The whole training step when there is one, else the forward.
   llvm::StringRef entry =
       module->lookupSymbol("train_step") ? "train_step" : "forward";
@@ -276,19 +361,24 @@ LogicalResult compileModule(CompileOptions &o, const std::string &inputFilename,
       printReports(o, *module, entry, outputFilename);
   if (failed(memory))
     return failure();
-  std::unique_ptr<llvm::ToolOutputFile> memoryJSON;
+  std::unique_ptr<OutputFile> memoryJSON;
   if (!o.memoryReportJSON.empty()) {
-    memoryJSON = openOutputFile(o.memoryReportJSON, &message);
-    if (!memoryJSON)
-      return error(message);
+    if (outputFilename != "-" && o.memoryReportJSON == outputFilename)
+      return error("--memory-report-json names the output '" +
+                   outputFilename + "': write the report to another file");
+    FailureOr<std::unique_ptr<OutputFile>> json =
+        OutputFile::open(o.memoryReportJSON, inputFilename);
+    if (failed(json))
+      return failure();
+    memoryJSON = std::move(*json);
     writeMemoryReportJSON(**memory, memoryJSON->os());
   }
   TimingScope outputTiming = timing.nest("Output");
-  if (failed(writeModule(o, *module, entry, config, output->os())))
+  if (failed(writeModule(o, *module, entry, config, (*output)->os())) ||
+      failed((*output)->commit()))
     return failure();
-  output->keep();
-  if (memoryJSON)
-    memoryJSON->keep();
+  if (memoryJSON && failed(memoryJSON->commit()))
+    return failure();
   return success();
 }
 
@@ -332,14 +422,13 @@ int runMlirOpt(const std::string &inputFilename,
       openInputFile(inputFilename, &message);
   if (!file)
     return failed(error(message));
-  std::unique_ptr<llvm::ToolOutputFile> output =
-      openOutputFile(outputFilename, &message);
-  if (!output)
-    return failed(error(message));
-  if (failed(MlirOptMain(output->os(), std::move(file), registry, config)))
+  FailureOr<std::unique_ptr<OutputFile>> output =
+      OutputFile::open(outputFilename, inputFilename);
+  if (failed(output))
     return 1;
-  output->keep();
-  return 0;
+  if (failed(MlirOptMain((*output)->os(), std::move(file), registry, config)))
+    return 1;
+  return failed((*output)->commit());
 }
 
 } // namespace
