@@ -310,6 +310,16 @@ void setGeneratorState(c10::Device device, const at::Tensor &state) {
 // Building calls
 //===----------------------------------------------------------------------===//
 
+/// A plan's integer argument: a JSON whole number within int64.
+static int64_t intArg(const json &v, const std::string &where) {
+  if (!v.is_number_integer() ||
+      (v.is_number_unsigned() &&
+       v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)))
+    throw Error(where + ": integer argument " + v.dump() +
+                " is not a whole number within 64 bits");
+  return v.get<int64_t>();
+}
+
 static double parseFloat(const json &v) {
   if (v.is_string()) {
     std::string s = v.get<std::string>();
@@ -333,7 +343,7 @@ static c10::IValue scalarArg(const json &arg, const c10::TypePtr &type,
   if (arg.contains("b"))
     return c10::IValue(arg["b"].get<bool>());
   if (arg.contains("i")) {
-    int64_t v = arg["i"].get<int64_t>();
+    int64_t v = intArg(arg["i"], where);
     if (t->kind() == c10::TypeKind::FloatType)
       return c10::IValue(static_cast<double>(v));
     if (t->kind() == c10::TypeKind::BoolType)
@@ -360,7 +370,7 @@ static c10::IValue scalarArg(const json &arg, const c10::TypePtr &type,
         elem->kind() == c10::TypeKind::SymIntType) {
       std::vector<int64_t> v;
       for (const json &e : items)
-        v.push_back(e.at("i").get<int64_t>());
+        v.push_back(intArg(e.at("i"), where));
       return c10::IValue(v);
     }
     if (elem->kind() == c10::TypeKind::FloatType) {

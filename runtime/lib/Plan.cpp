@@ -84,11 +84,35 @@ namespace {
 struct BadType : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+/// An integer field: a JSON whole number within int64 (a plan's `1e300` or
+/// `2.5` is refused, not converted).
+static int64_t integer(const json &v, const std::string &key) {
+  if (!v.is_number_integer() ||
+      (v.is_number_unsigned() &&
+       v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)))
+    throw BadType("'" + key + "' is " + v.dump() +
+                  ", not a whole number within 64 bits");
+  return v.get<int64_t>();
+}
+static int64_t intAt(const json &o, const char *key) {
+  return integer(o.at(key), key);
+}
+static std::vector<int64_t> intsAt(const json &o, const char *key) {
+  const json &list = o.at(key);
+  if (!list.is_array())
+    throw BadType(std::string("'") + key + "' is " + list.dump() +
+                  ", not a list");
+  std::vector<int64_t> v;
+  for (const json &e : list)
+    v.push_back(integer(e, key));
+  return v;
+}
 } // namespace
 
 static TensorSpec parseType(const json &j) {
   TensorSpec t;
-  t.shape = j.at("shape").get<std::vector<int64_t>>();
+  t.shape = intsAt(j, "shape");
   t.dtype = parseDtype(j.at("dtype").get<std::string>());
   int64_t numel = 1;
   for (int64_t d : t.shape) {
@@ -514,9 +538,9 @@ static std::optional<c10::ScalarType> parseCast(const json &i) {
 static void parseCall(const json &i, inst::Call &call) {
   call.op = i.at("op").get<std::string>();
   call.args = i.at("args");
-  call.results = i.at("results").get<std::vector<int64_t>>();
-  call.numSchemaResults = i.at("num_schema_results").get<int64_t>();
-  call.mutates = i.at("mutates").get<std::vector<int64_t>>();
+  call.results = intsAt(i, "results");
+  call.numSchemaResults = intAt(i, "num_schema_results");
+  call.mutates = intsAt(i, "mutates");
   call.listResult = i.at("list_result").get<bool>();
   call.loc = i.value("loc", "");
   call.requiresGrad =
@@ -539,9 +563,9 @@ static Instruction parseInstruction(const json &i, const std::string &path) {
   if (!kind)
     throw Error("plan '" + path + "': unknown instruction kind '" + kindName +
                 "'");
-  inst.free = i.at("free").get<std::vector<int64_t>>();
+  inst.free = intsAt(i, "free");
   inst.host = i.value("host", false);
-  auto slot = [&](const char *key) { return i.at(key).get<int64_t>(); };
+  auto slot = [&](const char *key) { return intAt(i, key); };
   auto unit = [&] { return i.value("unit", ""); };
   auto group = [&] { return parseGroup(i.at("group").get<std::string>(), path); };
   switch (*kind) {
@@ -568,9 +592,9 @@ static Instruction parseInstruction(const json &i, const std::string &path) {
     inst::AutogradBackward backward;
     parseCall(i, backward);
     for (const json &g : i.at("grads"))
-      backward.resultGrads.emplace_back(g.at("result").get<int64_t>(),
-                                        g.at("grad").get<int64_t>());
-    backward.wrt = i.at("wrt").get<std::vector<int64_t>>();
+      backward.resultGrads.emplace_back(intAt(g, "result"),
+                                        intAt(g, "grad"));
+    backward.wrt = intsAt(i, "wrt");
     if (i.contains("rng"))
       backward.rng = slot("rng");
     inst.op = std::move(backward);
@@ -766,15 +790,15 @@ static StateEntry parseStateEntry(const json &s, const std::string &path) {
   e.type = parseType(s);
   e.aliases = s.at("aliases").get<std::vector<std::string>>();
   if (e.kind == StateKind::FlatParam) {
-    e.numel = s.at("numel").get<int64_t>();
-    e.padded = s.at("padded").get<int64_t>();
-    e.shards = s.at("shards").get<int64_t>();
+    e.numel = intAt(s, "numel");
+    e.padded = intAt(s, "padded");
+    e.shards = intAt(s, "shards");
     e.replicated = s.at("replicated").get<bool>();
     for (const json &m : s.at("params")) {
       FlatMember member;
       member.name = m.at("name").get<std::string>();
       member.type = parseType(m);
-      member.offset = m.at("offset").get<int64_t>();
+      member.offset = intAt(m, "offset");
       member.aliases = m.at("aliases").get<std::vector<std::string>>();
       e.members.push_back(std::move(member));
     }
@@ -795,7 +819,7 @@ Plan loadPlan(const std::string &path) {
   try {
     if (j.value("format", "") != "fsdp-plan")
       throw Error("'" + path + "' is not an fsdp-opt plan (no \"format\": \"fsdp-plan\")");
-    int64_t version = j.at("version").get<int64_t>();
+    int64_t version = intAt(j, "version");
     if (version != kPlanFormatVersion)
       throw Error("plan '" + path + "' has format version " +
                   std::to_string(version) + ", but this fsdp-run reads version " +
@@ -803,9 +827,9 @@ Plan loadPlan(const std::string &path) {
                   "; compile it again with a matching fsdp-opt");
     Plan plan;
     plan.function = j.at("function").get<std::string>();
-    plan.numSlots = j.at("num_slots").get<int64_t>();
-    plan.worldSize = j.at("world_size").get<int64_t>();
-    plan.shardGroupSize = j.at("shard_group_size").get<int64_t>();
+    plan.numSlots = intAt(j, "num_slots");
+    plan.worldSize = intAt(j, "world_size");
+    plan.shardGroupSize = intAt(j, "shard_group_size");
     plan.sharding = j.at("sharding").get<std::string>();
     for (const json &s : j.at("state"))
       plan.state.push_back(parseStateEntry(s, path));
@@ -835,16 +859,16 @@ Plan loadPlan(const std::string &path) {
                     "', expected FULL_STATE_DICT or SHARDED_STATE_DICT");
     }
     if (j.contains("micro_batches"))
-      plan.microBatches = j.at("micro_batches").get<int64_t>();
+      plan.microBatches = intAt(j, "micro_batches");
     for (const json &i : j.at("inputs"))
       plan.inputs.push_back({i.at("name").get<std::string>(), parseType(i),
-                             i.at("slot").get<int64_t>(),
+                             intAt(i, "slot"),
                              i.value("micro_batch", int64_t(0))});
-    plan.outputs = j.at("outputs").get<std::vector<int64_t>>();
+    plan.outputs = intsAt(j, "outputs");
     if (j.contains("metrics"))
       for (const json &m : j.at("metrics"))
         plan.metrics.emplace_back(m.at("name").get<std::string>(),
-                                  m.at("output").get<int64_t>());
+                                  intAt(m, "output"));
     for (const json &i : j.at("instructions"))
       plan.instructions.push_back(parseInstruction(i, path));
     validate(plan, path);
