@@ -14,11 +14,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -192,6 +194,12 @@ LocalRanks::LocalRanks(int64_t nproc) : nproc(nproc), launcher(::getpid()) {
 
 void LocalRanks::start(const std::string &exe, std::vector<std::string> &args,
                        const std::string &port) {
+  // This job's id, which its ranks show at the rendezvous: a rank of
+  // another job that reaches the same port is refused.
+  std::random_device random;
+  char id[40];
+  std::snprintf(id, sizeof(id), "fsdp-%08x%08x", random(), random());
+  ::setenv("FSDP_RUN_ID", id, 1);
   for (int64_t r = 0; r < nproc; ++r) {
     ::sigprocmask(SIG_BLOCK, &stops, &previous);
     pid_t pid = ::fork();

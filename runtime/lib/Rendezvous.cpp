@@ -235,6 +235,11 @@ RankInfo rankInfoFromEnvironment() {
   else if (*world > 1)
     throw Error("MASTER_ADDR is not set: the ranks meet at MASTER_ADDR:"
                 "MASTER_PORT (torchrun sets both; under Slurm, export them)");
+  for (const char *name : {"FSDP_RUN_ID", "TORCHELASTIC_RUN_ID"})
+    if (const char *id = std::getenv(name); id && *id) {
+      info.runId = id;
+      break;
+    }
   if (std::optional<int> port = envInt("MASTER_PORT")) {
     if (*port < 1 || *port > 65535)
       throw Error("MASTER_PORT " + std::to_string(*port) + " is not a port");
@@ -260,12 +265,35 @@ bool usesAgentStore() {
   return value && std::string(value) == "True";
 }
 
-/// This run's keys: an agent's store outlives a restart of the ranks.
-std::string storePrefix() {
-  const char *run = std::getenv("TORCHELASTIC_RUN_ID");
+/// Who holds the store: rank 0's job, set by rank 0 and read by every
+/// other rank before it joins (the only key outside a job's prefix).
+constexpr const char *kJobKey = "fsdp-run/job";
+
+/// This run's keys: its job's own, and an agent's store outlives a restart
+/// of the ranks.
+std::string storePrefix(const RankInfo &info) {
   const char *restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
-  return std::string("fsdp-run/") + (run ? run : "") + "/" +
-         (restart ? restart : "0");
+  return "fsdp-run/" + info.runId + "/" + (restart ? restart : "0");
+}
+
+/// What a rank says of itself in the job key: its job, its fingerprint.
+std::string jobRecord(const RankInfo &info) {
+  return info.runId + "\n" + info.fingerprint;
+}
+
+std::string bytesToString(const std::vector<uint8_t> &bytes) {
+  return std::string(bytes.begin(), bytes.end());
+}
+
+std::string runIdText(const std::string &runId) {
+  return runId.empty() ? "none" : "'" + runId + "'";
+}
+
+/// This process, for a rank that finds its rank taken.
+std::string processName() {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  return std::string(host) + " pid " + std::to_string(::getpid());
 }
 
 /// Waits until something accepts connections at host:port, or until the
@@ -345,9 +373,10 @@ Rendezvous::Rendezvous(const RankInfo &info)
                      /*spansNodes=*/info.worldSize > info.localWorldSize);
     else
       waitForListener(info.masterAddr, info.masterPort, deadline);
-    store_ = c10::make_intrusive<c10d::PrefixStore>(
-        storePrefix(),
-        c10::make_intrusive<c10d::TCPStore>(info.masterAddr, options));
+    c10::intrusive_ptr<c10d::Store> tcp =
+        c10::make_intrusive<c10d::TCPStore>(info.masterAddr, options);
+    checkSameJob(tcp);
+    store_ = c10::make_intrusive<c10d::PrefixStore>(storePrefix(info), tcp);
   } catch (const Error &) {
     throw;
   } catch (const std::exception &e) {
@@ -362,8 +391,16 @@ Rendezvous::Rendezvous(const RankInfo &info)
   }
   // Every rank counts itself in and waits for the others.
   try {
+    claimRank();
     int64_t joined = store_->add(kJoinedKey, 1);
     while (joined < info.worldSize) {
+      // A rank refused at the door (a different plan) stops them all.
+      if (store_->check({kAbortKey})) {
+        printLineToStderr("fsdp-run: rank " + std::to_string(info.rank) +
+                          " stops: " +
+                          bytesToString(store_->get(kAbortKey)));
+        std::_Exit(kStoppedByOtherRank);
+      }
       if (std::chrono::steady_clock::now() > deadline)
         throw Error("only " + std::to_string(joined) + " of " +
                     std::to_string(info.worldSize) + " ranks met at " +
@@ -380,6 +417,62 @@ Rendezvous::Rendezvous(const RankInfo &info)
                 std::to_string(info.masterPort) + " (did rank 0 stop?): " +
                 firstLine(e));
   }
+}
+
+void Rendezvous::checkSameJob(const c10::intrusive_ptr<c10d::Store> &tcp) {
+  std::string mine = jobRecord(info_);
+  std::string where = info_.masterAddr + ":" + std::to_string(info_.masterPort);
+  std::string held;
+  if (info_.rank == 0) {
+    std::vector<uint8_t> bytes(mine.begin(), mine.end());
+    held = bytesToString(tcp->compareSet(kJobKey, {}, bytes));
+    // A restart of the same job (torchrun's agent keeps its store).
+    if (held != mine && held.substr(0, held.find('\n')) == info_.runId) {
+      tcp->set(kJobKey, bytes);
+      held = mine;
+    }
+  } else {
+    // Rank 0 sets it as soon as it serves the store (or reaches the agent's).
+    held = bytesToString(tcp->get(kJobKey));
+  }
+  if (held == mine)
+    return;
+  size_t newline = held.find('\n');
+  std::string runId = held.substr(0, newline);
+  std::string fingerprint =
+      newline == std::string::npos ? "" : held.substr(newline + 1);
+  if (runId != info_.runId)
+    throw Error("the rendezvous at " + where + " belongs to another job (run "
+                "id " + runIdText(runId) + ", this rank's " +
+                runIdText(info_.runId) + "): two jobs share MASTER_PORT; give "
+                "each job its own");
+  std::string message =
+      "its plan or --steps is not rank 0's (fingerprint " +
+      info_.fingerprint.substr(0, 16) + ", rank 0's " +
+      fingerprint.substr(0, 16) + "): every rank must be given the same plan "
+      "file and --steps" +
+      (info_.runId.empty() ? ", or another job shares MASTER_PORT" : "");
+  // Rank 0's job hears of it before its first step.
+  try {
+    c10d::PrefixStore store(storePrefix(info_), tcp);
+    std::string told = "rank " + std::to_string(info_.rank) + ": " + message;
+    std::vector<uint8_t> bytes(told.begin(), told.end());
+    store.compareSet(kAbortKey, {}, bytes);
+  } catch (...) {
+  }
+  throw Error(message);
+}
+
+void Rendezvous::claimRank() {
+  std::string me = processName();
+  std::vector<uint8_t> bytes(me.begin(), me.end());
+  std::string holder = bytesToString(store_->compareSet(
+      "fsdp/rank/" + std::to_string(info_.rank), {}, bytes));
+  if (holder != me)
+    throw Error("rank " + std::to_string(info_.rank) + " is already taken at " +
+                info_.masterAddr + ":" + std::to_string(info_.masterPort) +
+                " (by " + holder + "): two processes were given RANK=" +
+                std::to_string(info_.rank) + ", or two jobs share MASTER_PORT");
 }
 
 Rendezvous::~Rendezvous() {
@@ -408,7 +501,7 @@ void Rendezvous::watch(LocalCheck check, BeforeExit beforeExit) {
     options.waitWorkers = false;
     options.timeout = timeout_;
     client = c10::make_intrusive<c10d::PrefixStore>(
-        storePrefix(),
+        storePrefix(info_),
         c10::make_intrusive<c10d::TCPStore>(info_.masterAddr, options));
   } catch (...) {
     return;

@@ -7,6 +7,7 @@
 #include "fsdp/runtime/Device.h"
 
 #include <ATen/Context.h>
+#include <c10/util/hash.h>
 
 #include <libgen.h>
 #include <sys/stat.h>
@@ -19,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 
@@ -105,6 +107,16 @@ void checkOutputDir(const char *flag, const std::string &path) {
   if (::access(existing.c_str(), W_OK | X_OK) != 0)
     throw Error(std::string(flag) + " '" + path + "': cannot write in '" +
                 existing + "': " + std::strerror(errno));
+}
+
+/// What the ranks must agree on: the plan, byte for byte (its state
+/// layout included), and how many steps they take.
+std::string runFingerprint(const RunOptions &o) {
+  std::ifstream in(o.plan, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)),
+                    std::istreambuf_iterator<char>());
+  c10::sha1 digest(bytes + "\nsteps=" + std::to_string(o.steps));
+  return digest.str();
 }
 
 Plan loadPlanFor(const RunOptions &o, const RankInfo &info) {
@@ -585,7 +597,10 @@ void runRank(const RunOptions &o, const RankInfo &info,
   c10::Device device = rankDevice(o.device, info);
   if (device.is_cuda())
     cuda::setDevice(device);
-  comm = createCommunicator(runBackend(o.backend, device), info,
+  // Every rank shows rank 0 what it runs before any of them starts.
+  RankInfo shown = info;
+  shown.fingerprint = runFingerprint(o);
+  comm = createCommunicator(runBackend(o.backend, device), shown,
                             static_cast<int>(plan.shardGroupSize), device);
   int64_t modelBytesRead = 0;
   State state = loadState(plan, o.model, comm->groupRank(CommGroup::Shard),

@@ -28,6 +28,13 @@ struct RankInfo {
   std::string masterAddr = "127.0.0.1";
   int masterPort = 29500;
   bool launched = false; // set by a launcher's environment
+  /// The job this rank belongs to: FSDP_RUN_ID (set by `--nproc`'s
+  /// launcher), else TORCHELASTIC_RUN_ID (torchrun); empty when started by
+  /// hand. Ranks of another job at the same MASTER_PORT are refused.
+  std::string runId;
+  /// What every rank must agree on before the first step (a digest of the
+  /// plan and the run's options); compared with rank 0's at rendezvous.
+  std::string fingerprint;
 };
 
 /// The exit status of a rank that stops because another rank failed: the

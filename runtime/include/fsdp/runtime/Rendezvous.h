@@ -61,6 +61,11 @@ public:
   std::string failureOfOthers(std::chrono::milliseconds patience);
 
 private:
+  /// Refuses a store held by another job, or a plan that is not rank 0's
+  /// (then rank 0's job hears why).
+  void checkSameJob(const c10::intrusive_ptr<c10d::Store> &tcp);
+  /// Claims this rank's number: a second process with it is refused.
+  void claimRank();
   void watch(LocalCheck check, BeforeExit beforeExit);
 
   RankInfo info_;
