@@ -1,22 +1,29 @@
 //===- BatchData.cpp - the batches a run trains on -------------------------===//
 
 #include "fsdp/runtime/BatchData.h"
+#include "fsdp/runtime/ModelArchive.h"
 
 #include <caffe2/serialize/inline_container.h>
-#include <torch/csrc/jit/serialization/import_read.h>
+
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 namespace fsdp::runtime {
 
 namespace {
 
-/// What torch.save wrote to `path` (its archive "data").
-c10::IValue readTorchSave(const std::string &path) {
+/// What torch.save wrote to `path`, every tensor checked against its record.
+c10::IValue readTorchSaveFile(const std::string &path) {
   caffe2::serialize::PyTorchStreamReader reader(path);
-  return torch::jit::readArchiveAndTensors("data", "", "", std::nullopt,
-                                           std::nullopt, std::nullopt, reader);
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0)
+    throw Error("cannot read data file '" + path + "': " +
+                std::strerror(errno));
+  return readTorchSave(reader, static_cast<uint64_t>(info.st_size), path);
 }
 
 /// The data file's dict name -> tensor.
@@ -27,7 +34,7 @@ c10::impl::GenericDict readDataFile(const std::string &path) {
   probe.close();
   c10::IValue value;
   try {
-    value = readTorchSave(path);
+    value = readTorchSaveFile(path);
   } catch (const c10::Error &e) {
     throw Error("cannot read data file '" + path + "' (write it with "
                 "torch.save({name: tensor})): " + firstLine(e));

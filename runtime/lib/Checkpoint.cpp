@@ -2,6 +2,7 @@
 //-------===//
 
 #include "fsdp/runtime/Checkpoint.h"
+#include "fsdp/runtime/ModelArchive.h"
 
 #include <torch/script.h>
 #include <torch/serialize.h>
@@ -174,7 +175,7 @@ std::vector<char> readFile(const std::string &path,
 c10::IValue loadPickle(const std::string &path) {
   std::vector<char> bytes = readFile(path);
   try {
-    return torch::pickle_load(bytes);
+    return readTorchSave(bytes, path);
   } catch (const c10::Error &e) {
     throw Error("cannot read '" + path + "': " + firstLine(e));
   }

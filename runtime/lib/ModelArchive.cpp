@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <caffe2/serialize/file_adapter.h>
 #include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
 #include <torch/csrc/jit/api/compilation_unit.h>
 #include <torch/csrc/jit/serialization/unpickler.h>
 
@@ -16,6 +17,7 @@
 #include <set>
 #include <tuple>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace fsdp::runtime {
@@ -110,6 +112,15 @@ ModelArchive::ModelArchive(const std::string &path) : path_(path) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0)
     throw Error("cannot load model '" + path + "': " + std::strerror(errno));
+  struct stat info;
+  if (::fstat(fd_, &info) != 0)
+    throw Error("cannot load model '" + path + "': " + std::strerror(errno));
+  try {
+    checkInflation(*reader_, static_cast<uint64_t>(info.st_size), path);
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
   try {
     readPickle();
   } catch (const std::exception &) {
@@ -281,6 +292,135 @@ ModelArchive::readerSkippingValues() {
 ModelArchive::~ModelArchive() {
   if (fd_ >= 0)
     ::close(fd_);
+}
+
+void checkInflation(caffe2::serialize::PyTorchStreamReader &reader,
+                    uint64_t archiveBytes, const std::string &path) {
+  constexpr uint64_t kMaxInflation = 16;
+  for (const std::string &record : reader.getAllRecords()) {
+    uint64_t size = reader.getRecordSize(record);
+    if (size > kMaxInflation * std::max<uint64_t>(archiveBytes, 1 << 16))
+      throw Error("'" + path + "': record '" + record + "' inflates to " +
+                  std::to_string(size) + " bytes, more than " +
+                  std::to_string(kMaxInflation) + " times the archive's " +
+                  std::to_string(archiveBytes) + " (PyTorch stores records "
+                  "uncompressed): a zip bomb or a corrupt archive");
+  }
+}
+
+namespace {
+
+/// The bytes of an archive in memory, for PyTorchStreamReader.
+class MemoryAdapter : public caffe2::serialize::ReadAdapterInterface {
+public:
+  explicit MemoryAdapter(const std::vector<char> &bytes) : bytes(bytes) {}
+  size_t size() const override { return bytes.size(); }
+  size_t read(uint64_t pos, void *buf, size_t n,
+              const char *what) const override {
+    if (pos >= bytes.size())
+      return 0;
+    n = std::min<size_t>(n, bytes.size() - pos);
+    std::memcpy(buf, bytes.data() + pos, n);
+    return n;
+  }
+
+private:
+  const std::vector<char> &bytes;
+};
+
+/// Each tensor in `value` within its storage, and each storage within the
+/// record it was read from (`recordBytes`: a record's data -> its size).
+void checkTensorsFit(const c10::IValue &value,
+                     const std::map<const void *, size_t> &recordBytes,
+                     const std::string &path) {
+  std::vector<c10::IValue> work{value};
+  while (!work.empty()) {
+    c10::IValue v = std::move(work.back());
+    work.pop_back();
+    if (v.isGenericDict()) {
+      for (const auto &item : v.toGenericDict()) {
+        work.push_back(item.key());
+        work.push_back(item.value());
+      }
+    } else if (v.isList()) {
+      for (const c10::IValue &e : v.toListRef())
+        work.push_back(e);
+    } else if (v.isTuple()) {
+      for (const c10::IValue &e : v.toTupleRef().elements())
+        work.push_back(e);
+    } else if (v.isObject()) {
+      for (const c10::IValue &e : v.toObjectRef().slots())
+        work.push_back(e);
+    } else if (v.isTensor()) {
+      const at::Tensor &t = v.toTensor();
+      if (!t.defined() || t.is_sparse() || t.is_quantized() ||
+          !t.has_storage())
+        continue;
+      const c10::Storage &storage = t.storage();
+      size_t storageBytes = storage.nbytes();
+      if (storageBytes > 0) {
+        auto found = recordBytes.find(storage.data());
+        size_t held = found == recordBytes.end() ? 0 : found->second;
+        if (held < storageBytes)
+          throw Error("'" + path + "': a tensor's storage is " +
+                      std::to_string(storageBytes) + " bytes, but its record "
+                      "holds " + std::to_string(held) +
+                      " (a truncated or corrupt archive)");
+      }
+      if (t.numel() == 0)
+        continue;
+      // The last element's byte, from the storage's start.
+      int64_t last = t.storage_offset();
+      bool negative = last < 0;
+      for (int64_t d = 0; d < t.dim(); ++d) {
+        negative |= t.stride(d) < 0;
+        last += (t.size(d) - 1) * t.stride(d);
+      }
+      int64_t itemBytes = static_cast<int64_t>(t.element_size());
+      if (negative || (last + 1) * itemBytes >
+                          static_cast<int64_t>(storageBytes))
+        throw Error("'" + path + "': a " + std::to_string(t.numel()) +
+                    "-element tensor reaches past its storage of " +
+                    std::to_string(storageBytes) + " bytes (a corrupt "
+                    "archive)");
+    }
+  }
+}
+
+} // namespace
+
+c10::IValue readTorchSave(caffe2::serialize::PyTorchStreamReader &reader,
+                          uint64_t archiveBytes, const std::string &path) {
+  checkInflation(reader, archiveBytes, path);
+  auto [pickle, size] = reader.getRecord("data.pkl");
+  const char *bytes = static_cast<const char *>(pickle.get());
+  size_t pos = 0;
+  auto read = [&](char *into, size_t n) {
+    n = std::min(n, size - pos);
+    std::memcpy(into, bytes + pos, n);
+    pos += n;
+    return n;
+  };
+  std::map<const void *, size_t> recordBytes;
+  auto readRecord = [&](const std::string &key) {
+    auto [data, n] = reader.getRecord("data/" + key);
+    recordBytes[data.get()] = n;
+    return std::move(data);
+  };
+  torch::jit::Unpickler unpickler(read, /*type_resolver=*/nullptr,
+                                  /*obj_loader=*/nullptr, readRecord,
+                                  c10::Device(c10::kCPU));
+  unpickler.set_version(reader.version());
+  c10::IValue value = unpickler.parse_ivalue();
+  checkTensorsFit(value, recordBytes, path);
+  return value;
+}
+
+c10::IValue readTorchSave(const std::vector<char> &bytes,
+                          const std::string &path) {
+  caffe2::serialize::PyTorchStreamReader reader(
+      std::make_shared<MemoryAdapter>(bytes));
+  return readTorchSave(reader, bytes.size(), path);
 }
 
 const ModelArchive::Entry *ModelArchive::find(const std::string &name) const {

@@ -3,6 +3,7 @@
 #define FSDP_RUNTIME_MODELARCHIVE_H
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 #include <c10/core/Allocator.h>
 
 #include <map>
@@ -17,6 +18,24 @@ class ReadAdapterInterface;
 } // namespace caffe2::serialize
 
 namespace fsdp::runtime {
+
+/// Refuses an archive with a record that inflates to more than 16 times the
+/// archive's `archiveBytes` (PyTorch stores its records uncompressed: such
+/// a record is a zip bomb or corrupt), before anything is inflated. Throws
+/// Error naming `path` and the record.
+void checkInflation(caffe2::serialize::PyTorchStreamReader &reader,
+                    uint64_t archiveBytes, const std::string &path);
+
+/// What `torch.save` wrote (its `data.pkl` and records), every tensor
+/// checked against the record it is read from: a record shorter than its
+/// storage, or a tensor that reaches past its storage, is an Error naming
+/// `path`. Data files, checkpoints and generator states are read here.
+c10::IValue readTorchSave(caffe2::serialize::PyTorchStreamReader &reader,
+                          uint64_t archiveBytes, const std::string &path);
+
+/// The same, from the archive's bytes in memory.
+c10::IValue readTorchSave(const std::vector<char> &bytes,
+                          const std::string &path);
 
 /// The tensors of a TorchScript archive (`torch.jit.save`) by attribute path
 /// ("layers.0.weight"), found without reading their values: the module
