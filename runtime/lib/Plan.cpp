@@ -19,7 +19,13 @@ namespace fsdp::runtime {
 std::string firstLine(const std::exception &e) {
   const auto *torchError = dynamic_cast<const c10::Error *>(&e);
   std::string msg = torchError ? torchError->what_without_backtrace() : e.what();
-  return msg.substr(0, msg.find('\n'));
+  // The first line that says something (libtorch's unpickler may begin with
+  // an empty one).
+  size_t begin = msg.find_first_not_of(" \t\n");
+  if (begin == std::string::npos)
+    return std::string("an error without a message (") +
+           (torchError ? "c10::Error" : "std::exception") + ")";
+  return msg.substr(begin, msg.find('\n', begin) - begin);
 }
 
 bool writeAll(int fd, const char *data, size_t size) {

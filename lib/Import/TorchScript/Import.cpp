@@ -51,8 +51,13 @@ using namespace mlir;
 using namespace fsdp;
 namespace jit = torch::jit;
 
+/// The first line of a message that says something (libtorch's unpickler
+/// begins some with an empty one).
 static std::string firstLine(const std::string &text) {
-  return text.substr(0, text.find('\n'));
+  size_t begin = text.find_first_not_of(" \t\n");
+  if (begin == std::string::npos)
+    return "an error without a message";
+  return text.substr(begin, text.find('\n', begin) - begin);
 }
 
 namespace {
@@ -2071,7 +2076,7 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
       module.erase();
     return nullptr;
   } catch (const std::exception &e) {
-    emitError(fileLoc) << "import failed: " << e.what();
+    emitError(fileLoc) << "import failed: " << firstLine(e.what());
     if (module)
       module.erase();
     return nullptr;
