@@ -187,7 +187,7 @@ FailureOr<Value> AppendLoss::crossEntropy(aten::ATenBuilder &b,
   }
   auto logitsType = cast<RankedTensorType>(logits.getType());
   int64_t classes = logitsType.getShape().back();
-  int64_t rows = logitsType.getNumElements() / std::max<int64_t>(classes, 1);
+  int64_t rows = ShapedType::getNumElements(logitsType.getShape().drop_back());
   Value scores = b.reshape(logits, {rows, classes});
   Value labels = b.reshape(target, {rows});
   Value logp = b.call("aten::log_softmax.int", {scores, b.i64(1), b.none()},

@@ -458,10 +458,13 @@ LogicalResult addcmul(GradientContext &c) {
 
 LogicalResult linear(GradientContext &c) {
   Value input = c.args.tensor(0), weight = c.args.tensor(1);
-  if (typeOf(weight).getRank() != 2)
+  if (typeOf(weight).getRank() != 2 || typeOf(input).getRank() < 1)
     return c.autograd();
   int64_t out = shapeOf(weight)[0], in = shapeOf(weight)[1];
-  int64_t rows = typeOf(input).getNumElements() / std::max<int64_t>(in, 1);
+  // The rows ATen folds the input's leading dimensions into: their product.
+  // (Not numel / in: for a zero-size weight, in = 0, that is 0 rows, and
+  // the [rows, out] gradient cannot be reshaped to [0, out].)
+  int64_t rows = ShapedType::getNumElements(shapeOf(input).drop_back());
   Value g2 = c.b.reshape(c.grad(), {rows, out});
   if (c.needs(0))
     c.set(0, c.b.reshape(c.b.mm(g2, weight), shapeOf(input)));
@@ -528,7 +531,9 @@ LogicalResult matmul(GradientContext &c) {
     // ATen folds the batch into rows and calls mm: differentiate that mm
     // (the weight's gradient is one matrix product, not a batched one).
     int64_t k = shapeOf(self).back(), n = shapeOf(other)[1];
-    int64_t rows = typeOf(self).getNumElements() / std::max<int64_t>(k, 1);
+    // The batch folded into rows: the leading dimensions' product (not
+    // numel / k, which is 0 for an empty inner dimension k = 0).
+    int64_t rows = ShapedType::getNumElements(shapeOf(self).drop_back());
     Value g2 = c.b.reshape(c.grad(), {rows, n});
     if (c.needs(0))
       c.set(0, c.b.reshape(c.b.mm(g2, c.b.transpose(other, 0, 1)),
@@ -775,7 +780,9 @@ LogicalResult prepareGroupNorm(ATenBuilder &b, CallOp op) {
     return op.emitOpError("cannot be differentiated: num_groups must be a "
                           "compile-time constant and the input batched");
   int64_t n = shapeOf(input)[0], ch = shapeOf(input)[1];
-  int64_t hw = typeOf(input).getNumElements() / std::max<int64_t>(n * ch, 1);
+  // The spatial dimensions' product (not numel / (N * C), 0 for an empty
+  // batch or channel dimension).
+  int64_t hw = ShapedType::getNumElements(shapeOf(input).drop_front(2));
   auto stat = withShape(input, {n, *groups});
   CallOp native = b.create("aten::native_group_norm",
                            {input, args.tensor(2), args.tensor(3), b.i64(n),
