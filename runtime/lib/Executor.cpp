@@ -2,6 +2,7 @@
 
 #include "fsdp/runtime/Executor.h"
 #include "fsdp/runtime/ModelArchive.h"
+#include "fsdp/runtime/PlanOperators.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <caffe2/serialize/inline_container.h>
@@ -401,30 +402,19 @@ static bool isDeviceArgument(const c10::Argument &argument) {
   return t->kind() == c10::TypeKind::DeviceObjType;
 }
 
-/// A plan is a file people share: it may call only ATen operators whose
-/// effects stay inside the tensors they are given, and every argument an
-/// operator writes (by its schema's alias annotations) must be one the plan
-/// says it writes, so that the executor copies it first.
+/// A plan is a file people share: it may call only the operators fsdp-opt
+/// emits (PlanOperators.def: none reads or writes files, none makes a view
+/// of memory outside its operand, and those whose kernels trust an index
+/// are guarded), and every argument an operator writes (by its schema's
+/// alias annotations) must be one the plan says it writes, so that the
+/// executor copies it first.
 static void checkCallIsContained(const c10::FunctionSchema &schema,
                                  const inst::Call &call,
                                  const std::string &where) {
-  if (schema.name().rfind("aten::", 0) != 0)
-    throw Error(where + ": only ATen operators (aten::) run from a plan");
-  // Operators that read or write files by name, which their schemas do not
-  // say (alias analysis FROM_SCHEMA, no annotation).
-  static const char *const outsideEffects[] = {"aten::from_file"};
-  bool names = std::any_of(
-      schema.arguments().begin(), schema.arguments().end(),
-      [](const c10::Argument &a) { return a.name() == "filename"; });
-  if (names || std::count(std::begin(outsideEffects), std::end(outsideEffects),
-                          schema.name()))
-    throw Error(where + ": " + schema.name() + " reaches outside the step's "
-                "tensors (files), which a plan may not do");
-  // Conservative alias analysis is how libtorch marks operators with side
-  // effects of unknown extent (aten::save, aten::warn, list mutation).
-  if (schema.aliasAnalysis() == c10::AliasAnalysisKind::CONSERVATIVE)
-    throw Error(where + ": " + schema.name() + " has side effects a plan "
-                "may not have");
+  if (!isPlanOperator(call.op))
+    throw Error(where + ": " + call.op + " is not an operator a plan may "
+                "call (fsdp-run calls only those fsdp-opt emits: "
+                "docs/plan-format.md)");
   for (size_t a = 0; a < schema.arguments().size(); ++a) {
     const c10::AliasInfo *alias = schema.arguments()[a].alias_info();
     if (!alias || !alias->isWrite())
@@ -441,6 +431,16 @@ static void checkCallIsContained(const c10::FunctionSchema &schema,
                   schema.arguments()[a].name() + "' (#" + std::to_string(a) +
                   "), which the plan's 'mutates' does not list");
   }
+}
+
+/// Every tensor a call returned lies within its storage (no operator on
+/// the list makes one that does not; this holds the line if one did).
+static void checkResultsWithinStorage(const std::vector<at::Tensor> &results,
+                                      const std::string &where) {
+  for (size_t r = 0; r < results.size(); ++r)
+    if (!withinStorage(results[r]))
+      throw Error(where + ": result #" + std::to_string(r) +
+                  " reaches outside its storage");
 }
 
 /// The future slot a collective start defines; nullopt for any other
@@ -488,6 +488,7 @@ Executor::Call Executor::prepareCall(size_t i, const Instruction &inst,
     throw Error(where + ": this libtorch has no operator " + planned->op);
   Call call;
   call.op = *handle;
+  call.guard = operatorGuard(planned->op);
   const c10::FunctionSchema &schema = handle->schema();
   checkCallIsContained(schema, *planned, where);
   if (schema.arguments().size() != planned->args.size())
@@ -829,15 +830,21 @@ void Executor::execute(const InstContext &c, const inst::Call &planned) {
     stack[a] = copy;
     written.push_back(copy);
   }
+  auto where = [&] {
+    return "instruction #" + std::to_string(i) + " (" + planned.op +
+           (planned.loc.empty() ? "" : " in " + planned.loc) + ")";
+  };
   try {
+    if (call.guard)
+      call.guard(stack, where());
     call.op->callBoxed(stack);
   } catch (const c10::Error &e) {
-    throw Error("instruction #" + std::to_string(i) + " (" + planned.op +
-                (planned.loc.empty() ? "" : " in " + planned.loc) + "): " +
-                firstLine(e));
+    throw Error(where() + ": " + firstLine(e));
   }
+  std::vector<at::Tensor> results = callResults(i, planned, stack);
+  checkResultsWithinStorage(results, where());
   size_t next = 0;
-  for (at::Tensor &t : callResults(i, planned, stack))
+  for (at::Tensor &t : results)
     set(planned.results[next++],
         requiringGrad.empty() ? std::move(t) : t.detach());
   for (const at::Tensor &t : written)
@@ -884,12 +891,15 @@ void Executor::execute(const InstContext &c,
   };
   std::vector<at::Tensor> grads;
   try {
+    if (call.guard)
+      call.guard(stack, where());
     if (inst.rng >= 0)
       setGeneratorState(device, slots[inst.rng]);
     at::AutoGradMode enable(true);
     call.op->callBoxed(stack);
     restore();
     std::vector<at::Tensor> results = callResults(i, inst, stack);
+    checkResultsWithinStorage(results, where());
     std::vector<at::Tensor> outputs, gradOutputs;
     for (const auto &[r, slot] : inst.resultGrads)
       if (results[r].requires_grad()) {

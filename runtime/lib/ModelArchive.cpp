@@ -1,6 +1,7 @@
 //===- ModelArchive.cpp - reads parts of a TorchScript archive ------------===//
 
 #include "fsdp/runtime/ModelArchive.h"
+#include "fsdp/runtime/OperatorGuards.h"
 #include "fsdp/runtime/Plan.h"
 
 #include <ATen/ATen.h>
@@ -367,18 +368,7 @@ void checkTensorsFit(const c10::IValue &value,
                       "holds " + std::to_string(held) +
                       " (a truncated or corrupt archive)");
       }
-      if (t.numel() == 0)
-        continue;
-      // The last element's byte, from the storage's start.
-      int64_t last = t.storage_offset();
-      bool negative = last < 0;
-      for (int64_t d = 0; d < t.dim(); ++d) {
-        negative |= t.stride(d) < 0;
-        last += (t.size(d) - 1) * t.stride(d);
-      }
-      int64_t itemBytes = static_cast<int64_t>(t.element_size());
-      if (negative || (last + 1) * itemBytes >
-                          static_cast<int64_t>(storageBytes))
+      if (!withinStorage(t))
         throw Error("'" + path + "': a " + std::to_string(t.numel()) +
                     "-element tensor reaches past its storage of " +
                     std::to_string(storageBytes) + " bytes (a corrupt "

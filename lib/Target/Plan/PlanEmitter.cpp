@@ -7,6 +7,7 @@
 #include "fsdp/Dialect/ATen/IR/ATenDialect.h"
 #include "fsdp/Dialect/ATen/IR/OpTable.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "fsdp/runtime/PlanOperators.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringExtras.h"
@@ -524,7 +525,22 @@ FailureOr<json::Object> PlanWriter::instruction(aten::ConstantOp constant) {
   return inst;
 }
 
+/// fsdp-run calls only the operators of PlanOperators.def: a plan that
+/// calls another is refused here, at the model's line.
+static LogicalResult checkPlanOperator(Operation *op, llvm::StringRef overload) {
+  if (fsdp::runtime::isPlanOperator(std::string_view(overload.data(),
+                                                     overload.size())))
+    return success();
+  return op->emitOpError()
+         << overload
+         << " is not an operator fsdp-run runs from a plan (its kernel "
+            "trusts its arguments, or it is not an ATen operator): rewrite "
+            "the model without it";
+}
+
 FailureOr<json::Object> PlanWriter::instruction(aten::CallOp call) {
+  if (failed(checkPlanOperator(call, call.getOverload())))
+    return failure();
   json::Object inst;
   inst["kind"] = kindName(plan::InstKind::Call);
   inst["op"] = call.getOverload();
@@ -570,6 +586,8 @@ FailureOr<json::Object> PlanWriter::instruction(aten::SetRngStateOp set) {
 
 FailureOr<json::Object>
 PlanWriter::instruction(aten::AutogradBackwardOp backward) {
+  if (failed(checkPlanOperator(backward, backward.getOverload())))
+    return failure();
   json::Object inst;
   inst["kind"] = kindName(plan::InstKind::AutogradBackward);
   inst["op"] = backward.getOverload();

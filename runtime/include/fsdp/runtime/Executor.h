@@ -4,6 +4,7 @@
 
 #include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/Device.h"
+#include "fsdp/runtime/OperatorGuards.h"
 #include "fsdp/runtime/Plan.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -116,6 +117,8 @@ private:
     std::vector<bool> donate;
     // Each tensor operand, in operand order: (argument, list element).
     std::vector<std::pair<size_t, size_t>> operands;
+    // Checks its index and size arguments before it runs (OperatorGuards.h).
+    OperatorGuard guard = nullptr;
   };
 
   /// The boxed arguments of `call`; `replace` (by operand index, or empty)
