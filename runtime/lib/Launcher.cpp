@@ -13,11 +13,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <random>
@@ -169,6 +172,10 @@ private:
   int64_t firstFailed = -1;
   int firstStatus = 0;
   bool escalated = false;
+  // Ranks still running when the launcher killed them after a failure.
+  std::vector<int64_t> outlived;
+  /// True if every rank still running is stopped (state T in /proc).
+  bool allStopped() const;
   std::optional<std::chrono::steady_clock::time_point> failedAt;
 };
 
@@ -278,6 +285,22 @@ void LocalRanks::killAll(int sig) {
     ::kill(pid, sig);
 }
 
+bool LocalRanks::allStopped() const {
+  if (ranks.empty())
+    return false;
+  for (const auto &[pid, rank] : ranks) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)),
+                     std::istreambuf_iterator<char>());
+    // pid (comm) STATE ...: the name may hold spaces and parentheses.
+    size_t close = text.rfind(')');
+    if (close == std::string::npos || close + 2 >= text.size() ||
+        (text[close + 2] != 'T' && text[close + 2] != 't'))
+      return false;
+  }
+  return true;
+}
+
 int LocalRanks::wait() {
   auto signalled = std::chrono::steady_clock::time_point::max();
   while (!ranks.empty()) {
@@ -286,10 +309,15 @@ int LocalRanks::wait() {
     auto now = std::chrono::steady_clock::now();
     if (stopSignal && signalled == std::chrono::steady_clock::time_point::max())
       signalled = now;
-    // A rank that ignores the signal, or outlives a failed rank by 5 s,
-    // is killed.
-    if (!escalated && ((failedAt && now - *failedAt > std::chrono::seconds(5)) ||
+    // A rank that ignores the signal, or outlives a failed rank by 5 s
+    // (at once when every rank left is stopped: SIGSTOP, a debugger), is
+    // killed; after a failure, the rank that did not end is named.
+    if (!escalated && ((failedAt && (now - *failedAt > std::chrono::seconds(5) ||
+                                     allStopped())) ||
                        now - signalled > std::chrono::seconds(5))) {
+      if (failedAt && !stopSignal)
+        for (const auto &[pid, rank] : ranks)
+          outlived.push_back(rank);
       killAll(SIGKILL);
       escalated = true;
     }
@@ -348,6 +376,16 @@ int LocalRanks::outcome() {
     ::signal(stopSignal, SIG_DFL);
     ::raise(stopSignal);
     return 128 + stopSignal;
+  }
+  // Every rank that ended was stopped by another's report: the one that
+  // never ended is the one the report names.
+  if (failed < 0 && !outlived.empty()) {
+    std::sort(outlived.begin(), outlived.end());
+    printLineToStderr("fsdp-run: rank " + std::to_string(outlived[0]) +
+                      " did not end with the others (stopped or hung) and "
+                      "was killed");
+    failed = outlived[0];
+    status = 1;
   }
   if (failed < 0 && firstFailed >= 0) {
     failed = firstFailed;

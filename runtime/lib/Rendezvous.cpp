@@ -257,6 +257,10 @@ namespace {
 constexpr const char *kAbortKey = "fsdp/abort";
 constexpr const char *kDoneKey = "fsdp/done";
 constexpr const char *kJoinedKey = "fsdp/joined";
+/// Each rank's heartbeat, counted up by its watchdog; kFinished added when
+/// the rank is done (it then beats no more).
+constexpr int64_t kFinished = int64_t(1) << 40;
+std::string beatKey(int rank) { return "fsdp/beat/" + std::to_string(rank); }
 
 /// torchrun's agent (static rendezvous) already serves a store at
 /// MASTER_ADDR:MASTER_PORT and says so: every rank is then its client.
@@ -392,6 +396,7 @@ Rendezvous::Rendezvous(const RankInfo &info)
   // Every rank counts itself in and waits for the others.
   try {
     claimRank();
+    store_->add(beatKey(info.rank), 1);
     int64_t joined = store_->add(kJoinedKey, 1);
     while (joined < info.worldSize) {
       // A rank refused at the door (a different plan) stops them all.
@@ -479,6 +484,10 @@ Rendezvous::~Rendezvous() {
   // A clean end: stop watching, then rank 0 keeps the store up until every
   // rank is done with it (or the timeout passes: a rank that died after the
   // last collective).
+  try {
+    store_->add(beatKey(info_.rank), kFinished);
+  } catch (...) {
+  }
   stopWatchdog();
   try {
     store_->add(kDoneKey, 1);
@@ -506,10 +515,54 @@ void Rendezvous::watch(LocalCheck check, BeforeExit beforeExit) {
   } catch (...) {
     return;
   }
+  // Rank 0 watches the others' heartbeats: a rank silent for half the
+  // timeout (at least 2 s) is stopped, hung or starved, and named.
+  std::chrono::milliseconds stallLimit =
+      std::max<std::chrono::milliseconds>(timeout_ / 2, std::chrono::seconds(2));
+  std::vector<int64_t> lastBeat(info_.worldSize, -1);
+  std::vector<std::chrono::steady_clock::time_point> heardAt(
+      info_.worldSize, std::chrono::steady_clock::now());
+  auto lastLook = std::chrono::steady_clock::now();
   while (!stopping.load()) {
     bool failed = false;
     std::string message;
     try {
+      client->add(beatKey(info_.rank), 1);
+      auto now = std::chrono::steady_clock::now();
+      if (info_.rank == 0 && info_.worldSize > 1 &&
+          now - lastLook >= std::chrono::seconds(1)) {
+        lastLook = now;
+        std::vector<std::string> keys;
+        for (int r = 0; r < info_.worldSize; ++r)
+          keys.push_back(beatKey(r));
+        std::vector<std::vector<uint8_t>> beats = client->multiGet(keys);
+        for (int r = 1; r < info_.worldSize && message.empty(); ++r) {
+          int64_t beat = std::stoll(bytesToString(beats[r]));
+          if (beat >= kFinished)
+            continue;
+          if (beat != lastBeat[r]) {
+            lastBeat[r] = beat;
+            heardAt[r] = now;
+          } else if (now - heardAt[r] > stallLimit) {
+            message = "rank " + std::to_string(r) + " stopped answering: "
+                      "no heartbeat for " +
+                      seconds(std::chrono::duration_cast<
+                              std::chrono::milliseconds>(now - heardAt[r])) +
+                      " (FSDP_RUN_TIMEOUT " + seconds(timeout_) +
+                      "): it is stopped, hung or starved of CPU";
+          }
+        }
+        if (!message.empty()) {
+          // Not this rank's failure: it names the one that stopped, and
+          // keeps the store up until the others have read it.
+          abort(message);
+          printLineToStderr("fsdp-run: rank 0 stops: " + message);
+          if (beforeExit)
+            beforeExit();
+          std::this_thread::sleep_for(std::chrono::milliseconds(600));
+          std::_Exit(kStoppedByOtherRank);
+        }
+      }
       if (client->check({kAbortKey})) {
         std::vector<uint8_t> bytes = client->get(kAbortKey);
         message = std::string(bytes.begin(), bytes.end());
