@@ -38,7 +38,10 @@ void removeAll(const std::string &path) {
 }
 
 constexpr const char *kFormat = "fsdp-checkpoint";
-constexpr int64_t kVersion = 1;
+/// 2: each rank file of a sharded checkpoint says which rank of how many
+/// it holds (`_rank`); version 1 (without it) is still read.
+constexpr int64_t kVersion = 2;
+constexpr const char *kRankKey = "_rank";
 
 std::string stepDirName(int64_t step) {
   char name[32];
@@ -239,6 +242,19 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
     std::error_code ec;
     fs::create_directories(dir, ec);
     removeAll(tmp); // a write that crashed earlier
+    // And those of other steps, left by a run that was killed mid-write.
+    for (const fs::directory_entry &entry :
+         fs::directory_iterator(dir, ec)) {
+      std::string other = entry.path().filename().string();
+      // ".step-" digits ".tmp"
+      if (other.size() >= 18 && other.rfind(".step-", 0) == 0 &&
+          other.compare(other.size() - 4, 4, ".tmp") == 0 &&
+          std::all_of(other.begin() + 6, other.end() - 4,
+                      [](char c) { return std::isdigit(
+                                       static_cast<unsigned char>(c)); }) &&
+          !entry.is_symlink(ec) && entry.is_directory(ec))
+        removeAll(entry.path().string());
+    }
     if (!fs::create_directory(tmp, ec) || ec)
       throw Error("cannot write checkpoint '" + final + "': cannot create '" +
                   tmp + "'" + (ec ? ": " + ec.message() : std::string()));
@@ -251,6 +267,8 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
       mine.insert(e.name, state.at(e.name));
     mine.insert(rngKey(comm.device().is_cuda()),
                 generatorState(comm.device()));
+    mine.insert(kRankKey, at::tensor(std::vector<int64_t>{comm.rank(),
+                                                          comm.worldSize()}));
     writeFileAtomically((fs::path(tmp) / rankFileName(comm.rank())).string(),
               saveForTorchLoad(mine));
   } else {
@@ -481,14 +499,16 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
   } catch (const json::exception &e) {
     throw Error(where + ": meta.json is not valid JSON: " + e.what());
   }
-  int64_t step = 0;
+  int64_t step = 0, version = 0;
   std::optional<StateDictType> type;
   try {
     if (meta.at("format") != kFormat)
       throw Error(where + " is not an fsdp-run checkpoint");
-    if (wholeNumber(meta, "version", where) != kVersion)
+    version = wholeNumber(meta, "version", where);
+    if (version != 1 && version != kVersion)
       throw Error(where + " has format version " + meta.at("version").dump() +
-                  ", but this fsdp-run reads " + std::to_string(kVersion));
+                  ", but this fsdp-run reads 1 and " +
+                  std::to_string(kVersion));
     step = wholeNumber(meta, "step", where);
     type = parseStateDictType(meta.at("state_dict_type").get<std::string>());
   } catch (const json::exception &e) {
@@ -544,6 +564,27 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
     if (!value.isGenericDict())
       throw Error(where + ": '" + file + "' is not a dict of tensors");
     auto dict = value.toGenericDict();
+    // The file is this rank's (files swapped or copied between ranks would
+    // resume every rank with another's shard).
+    auto held = dict.find(kRankKey);
+    if (held == dict.end() ? version >= 2
+                           : !held->value().isTensor() ||
+                                 held->value().toTensor().numel() != 2 ||
+                                 held->value().toTensor().scalar_type() !=
+                                     at::kLong) {
+      throw Error(where + ": '" + file + "' does not say which rank's "
+                  "shard it holds ('" + kRankKey + "')");
+    }
+    if (held != dict.end()) {
+      at::Tensor t = held->value().toTensor();
+      int64_t rank = t[0].item<int64_t>(), world = t[1].item<int64_t>();
+      if (rank != comm.rank() || world != comm.worldSize())
+        throw Error(where + ": '" + file + "' holds the shard of rank " +
+                    std::to_string(rank) + " of " + std::to_string(world) +
+                    ", not of rank " + std::to_string(comm.rank()) + " of " +
+                    std::to_string(comm.worldSize()) +
+                    ": the checkpoint's rank files were swapped or copied");
+    }
     for (const StateEntry &e : plan.state) {
       auto it = dict.find(e.name);
       if (it == dict.end() || !it->value().isTensor())

@@ -790,6 +790,15 @@ void Executor::execute(const InstContext &c, const inst::Update &update) {
   at::Tensor next = slots[update.value];
   if (update.castDtype)
     next = next.to(entry.scalar_type());
+  // State keeps its shape and dtype: what --save and a checkpoint write
+  // must resume.
+  if (next.sizes() != entry.sizes() ||
+      next.scalar_type() != entry.scalar_type())
+    throw Error("instruction #" + std::to_string(c.i) + " (update of '" +
+                update.state + "'): the value is " +
+                TensorSpec{next.sizes().vec(), next.scalar_type()}.str() +
+                ", but the state is " +
+                TensorSpec{entry.sizes().vec(), entry.scalar_type()}.str());
   count(next, hostState.count(update.state) > 0);
   uncount(entry);
   entry = next;
