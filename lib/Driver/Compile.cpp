@@ -72,7 +72,7 @@ public:
       ec = llvm::sys::fs::createUniqueFile(model, fd, file->temporary);
     }
     if (ec)
-      return error("cannot write '" + path + "': " + ec.message());
+      return error("cannot open output file '" + path + "': " + ec.message());
     file->stream =
         std::make_unique<llvm::raw_fd_ostream>(fd, /*shouldClose=*/true);
     return file;
