@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <tuple>
 #include <fcntl.h>
@@ -90,6 +91,20 @@ private:
   std::vector<Range> skip_;
 };
 
+/// Reads the archive's `data.pkl`, for an Unpickler.
+std::function<size_t(char *, size_t)>
+pickleReader(caffe2::serialize::PyTorchStreamReader &reader) {
+  auto [pickle, size] = reader.getRecord("data.pkl");
+  auto data = std::make_shared<at::DataPtr>(std::move(pickle));
+  return [data, size = size, pos = size_t(0)](char *into, size_t n) mutable {
+    n = std::min(n, size - pos);
+    std::memcpy(into, static_cast<const char *>(data->get()) + pos, n);
+    pos += n;
+    return n;
+  };
+}
+
+
 } // namespace
 
 int64_t ModelArchive::Entry::numel() const {
@@ -150,15 +165,7 @@ void ModelArchive::readMeta() {
 }
 
 void ModelArchive::readPickle() {
-  auto [pickle, size] = reader_->getRecord("data.pkl");
-  const char *bytes = static_cast<const char *>(pickle.get());
-  size_t pos = 0;
-  auto read = [&](char *into, size_t n) {
-    n = std::min(n, size - pos);
-    std::memcpy(into, bytes + pos, n);
-    pos += n;
-    return n;
-  };
+  auto read = pickleReader(*reader_);
   // Classes resolve to empty types, and each object keeps the state the
   // pickle gives it (a dict attribute -> value for a module). The resolver
   // also names the types of tagged lists and dicts ("Dict[str, int]"):
@@ -382,15 +389,7 @@ void checkTensorsFit(const c10::IValue &value,
 c10::IValue readTorchSave(caffe2::serialize::PyTorchStreamReader &reader,
                           uint64_t archiveBytes, const std::string &path) {
   checkInflation(reader, archiveBytes, path);
-  auto [pickle, size] = reader.getRecord("data.pkl");
-  const char *bytes = static_cast<const char *>(pickle.get());
-  size_t pos = 0;
-  auto read = [&](char *into, size_t n) {
-    n = std::min(n, size - pos);
-    std::memcpy(into, bytes + pos, n);
-    pos += n;
-    return n;
-  };
+  auto read = pickleReader(reader);
   std::map<const void *, size_t> recordBytes;
   auto readRecord = [&](const std::string &key) {
     auto [data, n] = reader.getRecord("data/" + key);
