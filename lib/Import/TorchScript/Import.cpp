@@ -149,6 +149,23 @@ std::string cleanClassName(const std::string &qualified) {
   return result;
 }
 
+/// A call the importer inlined: where it was made (in the caller's code),
+/// the function it called, and the call the caller's own code was inlined
+/// from (null: the caller is forward).
+struct CallFrame {
+  jit::SourceRange site;
+  std::string callee; // qualified name
+  std::shared_ptr<const CallFrame> caller;
+};
+
+/// A position in the model's source: a candidate for a diagnostic.
+struct SourceFrame {
+  std::string file;
+  unsigned line = 0, col = 0;
+  /// In torch's package (or libtorch's built-in code), not the user's.
+  bool inTorch = false;
+};
+
 /// One op call, as emitCall's steps share it.
 struct CallSite {
   jit::Node *node;
@@ -226,13 +243,21 @@ private:
   Attribute constantAttr(const c10::IValue &value, const c10::Argument *arg,
                          Location loc, const std::string &what);
 
-  // Inlining that remembers which module's code each node came from.
+  // Inlining that remembers which module's code each node came from, and
+  // the calls it was inlined through.
   void inlineCalls(jit::Block *block);
   std::string modulePathOf(jit::Value *module);
-  void tagModulePath(jit::Node *node, const std::string &modulePath);
+  void tagInlined(jit::Node *node, const std::string &modulePath,
+                  const std::shared_ptr<const CallFrame> &frame);
 
   // Locations.
   Location locationOf(const jit::Node *node);
+  std::vector<SourceFrame> framesOf(const jit::Node *node);
+  void addFrames(const jit::SourceRange &range, const std::string &function,
+                 bool callSite, std::vector<SourceFrame> &frames);
+  bool addTracedFrames(const jit::SourceRange &range,
+                       std::vector<SourceFrame> &frames);
+  bool underTorch(llvm::StringRef file) const;
 
   // The entry point's steps.
   LogicalResult setComputeTypes(const ImportOptions &options,
@@ -329,8 +354,18 @@ private:
   void flattenOutputs(const AbsValue &abs, Location loc,
                       SmallVectorImpl<Value> &out);
 
+  /// Emits the error at `loc`, naming the module whose code it is in (the
+  /// NameLoc locationOf puts around it), as the gradient errors do.
   [[noreturn]] void fail(Location loc, const llvm::Twine &message) {
-    emitError(loc) << message;
+    InFlightDiagnostic diag = emitError(loc) << message;
+    if (auto name = dyn_cast<NameLoc>(loc)) {
+      std::string path = name.getName().str();
+      diag << " [in module '" << path << "'";
+      auto cls = moduleClasses.find(path);
+      if (cls != moduleClasses.end())
+        diag << " (" << cls->second << ")";
+      diag << "]";
+    }
     throw ImportFailure{};
   }
 
@@ -344,6 +379,19 @@ private:
   llvm::DenseMap<jit::Value *, AbsValue> env;
   // The path of the module whose code each inlined node is (absent: root).
   llvm::DenseMap<const jit::Node *, std::string> nodeModule;
+  // The innermost call each inlined node was inlined through (absent: it is
+  // forward's own code).
+  llvm::DenseMap<const jit::Node *, std::shared_ptr<const CallFrame>>
+      callFrames;
+  // forward's qualified name (the function of the code no call frame holds).
+  std::string forwardName;
+  // Each node's location, once computed.
+  llvm::DenseMap<const jit::Node *, Location> locations;
+  // Torch's package directories (ending in "torch/"), as the traced stacks
+  // name them.
+  llvm::StringSet<> torchRoots;
+  // The class of each module, by path (`fsdp.modules`), for messages.
+  llvm::StringMap<std::string> moduleClasses;
   // State symbols by every FQN that names them (aliases of tied weights too).
   llvm::StringMap<StateInfo> states;
   // Canonical FQN -> its current value in the step (read lazily, once).
@@ -480,18 +528,171 @@ Value Importer::tensorValue(const AbsValue &abs, Location loc) {
 // Locations: the TorchScript source range, named by the module path
 //===----------------------------------------------------------------------===//
 
-Location Importer::locationOf(const jit::Node *node) {
-  Location loc = UnknownLoc::get(context);
-  jit::SourceRange range = node->sourceRange();
+/// The range `range` was generated from (the model's own source, for code
+/// that was saved and loaded), or `range` itself.
+static jit::SourceRange originalRange(const jit::SourceRange &range) {
   if (auto original = range.findSourceRangeThatGenerated())
-    range = *original;
-  if (auto flc = range.file_line_col()) {
-    auto [file, line, col] = *flc;
-    loc = FileLineColLoc::get(context, file, line, col + 1);
+    return *original;
+  return range;
+}
+
+/// The file, line and (0-based) column of `range`, if it names a file.
+static std::optional<std::tuple<std::string, size_t, size_t>>
+fileLineCol(const jit::SourceRange &range) {
+  auto flc = range.file_line_col();
+  if (!flc || std::get<0>(*flc).empty())
+    return std::nullopt;
+  return flc;
+}
+
+/// True for code in torch's package, by the qualified name of its function
+/// (`__torch__.torch.nn.functional.pad`, a torch.nn module's method).
+static bool isTorchFunction(llvm::StringRef qualifiedName) {
+  return qualifiedName.starts_with("__torch__.torch.");
+}
+
+bool Importer::underTorch(llvm::StringRef file) const {
+  return llvm::any_of(torchRoots, [&](const auto &root) {
+    return file.starts_with(root.getKey());
+  });
+}
+
+/// The frames of the Python stack torch.jit.trace recorded for a traced
+/// node: its source text is one "FILE(LINE): FUNCTION" line per frame,
+/// innermost first (libtorch's tracer), the source's file and line those of
+/// the first. Frames in torch's package are marked: the package is the
+/// directory of torch/jit/_trace.py, the tracer's own frame, which every
+/// traced stack holds (or of torch/nn/modules/module.py); the frames beyond
+/// the tracer's are the code that called torch.jit.trace, not the model's.
+/// False if `range` is not such a stack.
+bool Importer::addTracedFrames(const jit::SourceRange &range,
+                               std::vector<SourceFrame> &frames) {
+  const std::shared_ptr<jit::Source> &source = range.source();
+  if (!source || !source->filename() || source->filename()->empty())
+    return false;
+  std::string text = source->text_str().str();
+  if (!llvm::StringRef(text).starts_with(
+          *source->filename() + "(" +
+          std::to_string(source->starting_line_no()) + "): "))
+    return false;
+  SmallVector<SourceFrame> stack;
+  SmallVector<llvm::StringRef> lines;
+  llvm::StringRef(text).split(lines, '\n', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef line : lines) {
+    size_t close = line.rfind("): ");
+    size_t open =
+        close == llvm::StringRef::npos ? close : line.rfind('(', close);
+    unsigned lineNo;
+    if (open == llvm::StringRef::npos ||
+        line.slice(open + 1, close).getAsInteger(10, lineNo))
+      continue;
+    llvm::StringRef file = line.take_front(open);
+    for (llvm::StringRef anchor :
+         {"torch/jit/_trace.py", "torch/nn/modules/module.py"})
+      if (file.ends_with(anchor) &&
+          (file.size() == anchor.size() ||
+           file[file.size() - anchor.size() - 1] == '/'))
+        torchRoots.insert(file.drop_back(anchor.size() - strlen("torch/")));
+    SourceFrame frame;
+    frame.file = file.str();
+    frame.line = lineNo;
+    frame.col = 1;
+    stack.push_back(frame);
   }
+  for (SourceFrame &frame : stack) {
+    frame.inTorch = underTorch(frame.file);
+    if (frame.inTorch && llvm::StringRef(frame.file).ends_with("jit/_trace.py"))
+      break;
+    frames.push_back(frame);
+  }
+  return true;
+}
+
+/// The frames `range` names, in code of `function` (a qualified name): a
+/// traced node's whole Python stack, or one position of scripted code.
+/// `callSite`: the range is a call the importer inlined.
+void Importer::addFrames(const jit::SourceRange &range,
+                         const std::string &function, bool callSite,
+                         std::vector<SourceFrame> &frames) {
+  jit::SourceRange original = originalRange(range);
+  // A call of a TorchScript function, in code that was saved and loaded:
+  // its range is the callee's name, which the archive's debug information
+  // gives to the function's constant (no source); the `(` that follows is
+  // the call's own.
+  if (callSite && !fileLineCol(original) && range.source() &&
+      range.end() < range.source()->size())
+    original = originalRange(
+        jit::SourceRange(range.source(), range.end(), range.end() + 1));
+  if (addTracedFrames(original, frames))
+    return;
+  auto flc = fileLineCol(original);
+  if (!flc)
+    return;
+  auto [file, line, col] = *flc;
+  SourceFrame frame;
+  frame.file = file;
+  frame.line = line;
+  frame.col = col + 1;
+  // `<string>`: TorchScript's built-in functions, libtorch's own code.
+  frame.inTorch = isTorchFunction(function) || underTorch(file) ||
+                  llvm::StringRef(file).starts_with("<");
+  frames.push_back(frame);
+}
+
+/// The positions of `node`'s code, innermost first: its own range, then
+/// the calls it was inlined through. A node the TorchScript compiler gave
+/// no range (an assignment's SetAttr, a tuple unpack, in code that was
+/// loaded) takes that of the statement that computed its last operand
+/// with one, in the node's own function.
+std::vector<SourceFrame> Importer::framesOf(const jit::Node *node) {
+  std::vector<SourceFrame> frames;
+  std::shared_ptr<const CallFrame> own = callFrames.lookup(node);
+  addFrames(node->sourceRange(), own ? own->callee : forwardName,
+            /*callSite=*/false, frames);
+  if (frames.empty())
+    for (const jit::Value *input : llvm::reverse(node->inputs())) {
+      const jit::Node *producer = input->node();
+      std::shared_ptr<const CallFrame> frame = callFrames.lookup(producer);
+      if (frame == own) {
+        addFrames(producer->sourceRange(), own ? own->callee : forwardName,
+                  /*callSite=*/false, frames);
+      } else {
+        // The producer was inlined through a call in the node's function.
+        while (frame && frame->caller != own)
+          frame = frame->caller;
+        if (frame)
+          addFrames(frame->site, own ? own->callee : forwardName,
+                    /*callSite=*/true, frames);
+      }
+      if (!frames.empty())
+        break;
+    }
+  for (const CallFrame *frame = own.get(); frame; frame = frame->caller.get())
+    addFrames(frame->site,
+              frame->caller ? frame->caller->callee : forwardName,
+              /*callSite=*/true, frames);
+  return frames;
+}
+
+/// The innermost frame of the user's code (outside torch's package), or the
+/// innermost frame where every one is torch's; named by the path of the
+/// module whose code the node is.
+Location Importer::locationOf(const jit::Node *node) {
+  auto cached = locations.find(node);
+  if (cached != locations.end())
+    return cached->second;
+  Location loc = UnknownLoc::get(context);
+  std::vector<SourceFrame> frames = framesOf(node);
+  auto user = llvm::find_if(
+      frames, [](const SourceFrame &frame) { return !frame.inTorch; });
+  if (user == frames.end())
+    user = frames.begin();
+  if (user != frames.end())
+    loc = FileLineColLoc::get(context, user->file, user->line, user->col);
   std::string modulePath = nodeModule.lookup(node);
   if (!modulePath.empty())
     loc = NameLoc::get(StringAttr::get(context, modulePath), loc);
+  locations.try_emplace(node, loc);
   return loc;
 }
 
@@ -511,17 +712,21 @@ std::string Importer::modulePathOf(jit::Value *module) {
   return nodeModule.lookup(node);
 }
 
-void Importer::tagModulePath(jit::Node *node, const std::string &modulePath) {
+void Importer::tagInlined(jit::Node *node, const std::string &modulePath,
+                          const std::shared_ptr<const CallFrame> &frame) {
   nodeModule[node] = modulePath;
+  callFrames[node] = frame;
   for (jit::Block *block : node->blocks())
     for (jit::Node *inner : block->nodes())
-      tagModulePath(inner, modulePath);
+      tagInlined(inner, modulePath, frame);
 }
 
 /// Inlines every call, as libtorch's Inline pass does, and tags the inlined
 /// nodes with the path of the module whose method they come from (the path
 /// follows the GetAttr chain from `self`, so ModuleList members keep their
-/// full name, `blocks.3`).
+/// full name, `blocks.3`) and with the calls they were inlined through, the
+/// outer ones too (libtorch's own callstack keeps only the innermost call
+/// here: the callee's graph is inlined before its own calls are).
 void Importer::inlineCalls(jit::Block *block) {
   for (jit::Node *cur = block->nodes().front(); cur != block->return_node();) {
     jit::NodeKind kind = cur->kind();
@@ -549,11 +754,16 @@ void Importer::inlineCalls(jit::Block *block) {
     }
     jit::Node *prev = cur->prev();
     jit::Node *next = cur->next();
+    auto frame = std::make_shared<const CallFrame>(
+        CallFrame{cur->sourceRange(), callee->qualname().qualifiedName(),
+                  callFrames.lookup(cur)});
+    nodeModule.erase(cur);
+    callFrames.erase(cur);
     // The callee's own graph, not its optimized (already inlined) one, so
     // that nested calls keep their module paths.
     jit::inlineCallTo(cur, callee, /*use_graph=*/false);
     for (jit::Node *n = prev->next(); n != next; n = n->next())
-      tagModulePath(n, calleePath);
+      tagInlined(n, calleePath, frame);
     // Visit what was inlined: it may hold calls of its own.
     cur = prev->next();
   }
@@ -628,8 +838,9 @@ void Importer::declareState(const jit::Module &root) {
   SmallVector<Attribute> modules;
   for (const auto &named : root.named_modules()) {
     const jit::Module &m = named.value;
-    modules.push_back(builder.getStrArrayAttr(
-        {named.name, cleanClassName(m.type()->name()->qualifiedName())}));
+    std::string cls = cleanClassName(m.type()->name()->qualifiedName());
+    modules.push_back(builder.getStrArrayAttr({named.name, cls}));
+    moduleClasses[named.name] = cls;
     for (const auto &p : m.named_parameters(/*recurse=*/false))
       declare(named.name, m, p.name, p.value, /*isParam=*/true);
     for (const auto &b : m.named_buffers(/*recurse=*/false))
@@ -728,6 +939,12 @@ void Importer::walkBlock(jit::Block *block) {
       fail(locationOf(node), std::string("importing ") +
                                  node->kind().toQualString() + " failed: " +
                                  firstLine(e.what_without_backtrace()));
+    } catch (const std::exception &e) {
+      // libtorch's other errors (jit::ErrorReport: "Schema not found for
+      // node") are the node's too.
+      fail(locationOf(node), std::string("importing ") +
+                                 node->kind().toQualString() + " failed: " +
+                                 firstLine(e.what()));
     }
   }
 }
@@ -967,7 +1184,9 @@ void Importer::visitWithoutSchema(jit::Node *node) {
     try {
       evaluateConstant(node);
       return;
-    } catch (const c10::Error &) {
+    } catch (const std::exception &) {
+      // c10::Error, or jit::ErrorReport for a node without an operator
+      // (prim::CreateObject of `with torch.no_grad():`).
     }
   }
   fail(locationOf(node), std::string("operator ") +
@@ -1276,6 +1495,10 @@ bool Importer::foldOnConstants(jit::Node *node, Location loc) {
   } catch (const c10::Error &e) {
     fail(loc, "evaluating " + schema.name() + " on constants failed: " +
                   e.what_without_backtrace());
+  } catch (const std::exception &e) {
+    // The interpreter's own errors (`1 // 0`, `int("abc")`).
+    fail(loc, "evaluating " + schema.name() + " on constants failed: " +
+                  firstLine(e.what()));
   }
   return llvm::all_of(node->outputs(), [&](jit::Value *out) {
     AbsValue &a = lookup(out);
@@ -2120,6 +2343,7 @@ void Importer::importStep(const ImportOptions &options, TimingScope &timing,
   loadTiming.stop();
   TimingScope inlineTiming = timing.nest("inline and JIT clean-up");
   jit::Method forward = root.get_method("forward");
+  forwardName = forward.function().qualname().qualifiedName();
   std::shared_ptr<jit::Graph> graphOwner = forward.graph()->copy();
   graph = graphOwner.get();
   inlineCalls(graph->block());
@@ -2357,8 +2581,10 @@ void Importer::createStep(const StepInputs &inputs, const jit::Module &root,
 /// The step's results and state updates, once the walk is done.
 void Importer::finishStep(const StepInputs &inputs, Location fileLoc) {
   SmallVector<Value> results;
+  // At the code that computed each output (the return statement has no
+  // range of its own in code that was loaded).
   for (jit::Value *out : graph->outputs())
-    flattenOutputs(lookup(out), fileLoc, results);
+    flattenOutputs(lookup(out), locationOf(out->node()), results);
   // Buffers the step changed keep their new value.
   for (const std::string &fqn : stateOrder) {
     Value now = current.lookup(fqn);
