@@ -43,6 +43,7 @@
 
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -133,6 +134,45 @@ struct StateInfo {
   RankedTensorType type;
   RankedTensorType readType; // what the step reads: `type`, or mixed precision's
 };
+
+/// The elements of storage a tensor is: two tensors with the same view are
+/// the same values (an alias of a parameter is that parameter).
+using TensorView = std::tuple<const void *, int64_t, std::vector<int64_t>,
+                              std::vector<int64_t>, at::ScalarType>;
+
+TensorView viewOf(const at::Tensor &t) {
+  return {t.storage().unsafeGetStorageImpl(), t.storage_offset(),
+          t.sizes().vec(), t.strides().vec(), t.scalar_type()};
+}
+
+/// False where a value of `type` holds no tensor (numbers, strings, bools,
+/// and lists, tuples, dicts and optionals of them): a module attribute of
+/// that type is a constant as it is.
+bool mayHoldTensors(const c10::TypePtr &type) {
+  switch (type->kind()) {
+  case c10::TypeKind::IntType:
+  case c10::TypeKind::FloatType:
+  case c10::TypeKind::ComplexType:
+  case c10::TypeKind::NumberType:
+  case c10::TypeKind::BoolType:
+  case c10::TypeKind::StringType:
+  case c10::TypeKind::NoneType:
+  case c10::TypeKind::DeviceObjType:
+  case c10::TypeKind::ScalarTypeType:
+  case c10::TypeKind::LayoutType:
+  case c10::TypeKind::MemoryFormatType:
+    return false;
+  case c10::TypeKind::ListType:
+  case c10::TypeKind::TupleType:
+  case c10::TypeKind::DictType:
+  case c10::TypeKind::OptionalType:
+    return llvm::any_of(type->containedTypes(), [](const c10::TypePtr &t) {
+      return mayHoldTensors(t);
+    });
+  default:
+    return true;
+  }
+}
 
 std::string cleanClassName(const std::string &qualified) {
   // `__torch__.models.___torch_mangle_3.Block` -> `models.Block`
@@ -282,6 +322,7 @@ private:
 
   // The walk: one function per node kind.
   void declareState(const jit::Module &root);
+  void indexSkippedValues(const jit::Module &root);
   void walkBlock(jit::Block *block);
   void visitNode(jit::Node *node);
   void visitConstant(jit::Node *node);
@@ -349,8 +390,12 @@ private:
                        bool meta, Location loc);
   AbsValue fromIValue(const c10::IValue &value);
   Value stateValue(const std::string &fqn, Location loc);
-  c10::IValue attributeValue(const std::string &fqn, c10::IValue value,
-                             Location loc);
+  const std::string *stateOfTensor(const at::Tensor &t) const;
+  AbsValue attributeAbs(const std::string &name, const c10::IValue &value,
+                        jit::Node *node, Location loc);
+  Location attributeErrorLoc(jit::Node *node);
+  at::Tensor constantValue(const std::string &name, const at::Tensor &t,
+                           jit::Node *node);
   void flattenOutputs(const AbsValue &abs, Location loc,
                       SmallVectorImpl<Value> &out);
 
@@ -394,6 +439,12 @@ private:
   llvm::StringMap<std::string> moduleClasses;
   // State symbols by every FQN that names them (aliases of tied weights too).
   llvm::StringMap<StateInfo> states;
+  // The canonical FQN of each parameter and buffer by its tensor, and by
+  // its view of storage (an alias: the same elements): a module attribute
+  // that holds one, directly or in a list or tuple (nn.LSTM's
+  // `_flat_weights`), is that state.
+  llvm::DenseMap<const c10::TensorImpl *, std::string> stateByTensor;
+  std::map<TensorView, std::string> stateByView;
   // Canonical FQN -> its current value in the step (read lazily, once).
   llvm::StringMap<Value> current;
   llvm::StringMap<Value> initial;
@@ -423,7 +474,13 @@ private:
   // The archive, read without the values of its tensors; the values of
   // module tensors that are not state, read when the step uses them.
   std::unique_ptr<fsdp::runtime::ModelArchive> archive;
-  llvm::StringMap<at::Tensor> attributeValues;
+  // The storages jit::load made for records whose values it skipped (they
+  // hold whatever that memory held), with the archive's entry of a tensor
+  // in the record; and the values read for constants on them, by tensor.
+  llvm::DenseMap<const c10::StorageImpl *,
+                 const fsdp::runtime::ModelArchive::Entry *>
+      skippedStorages;
+  llvm::DenseMap<const c10::TensorImpl *, at::Tensor> constantValues;
   std::vector<std::pair<std::string, int64_t>> valuesRead;
 };
 
@@ -785,6 +842,11 @@ void Importer::declareState(const jit::Module &root) {
                      const std::string &name, const at::Tensor &t,
                      bool isParam) {
     std::string fqn = modulePath.empty() ? name : modulePath + "." + name;
+    auto remember = [&](const std::string &canonicalFqn) {
+      stateByTensor.try_emplace(t.unsafeGetTensorImpl(), canonicalFqn);
+      if (t.numel() != 0)
+        stateByView.try_emplace(viewOf(t), canonicalFqn);
+    };
     Key key{t.storage().unsafeGetStorageImpl(), t.storage_offset(),
             t.sizes().vec(), t.strides().vec()};
     // Empty tensors have no storage to share: never tied.
@@ -795,6 +857,7 @@ void Importer::declareState(const jit::Module &root) {
       // A tied weight: one symbol, with this FQN as an alias.
       StateInfo info = states.lookup(it->second);
       states[fqn] = info;
+      remember(info.fqn);
       Operation *symbol = symbols.lookup(it->second);
       auto addAlias = [&](auto op) {
         SmallVector<Attribute> aliases;
@@ -820,6 +883,7 @@ void Importer::declareState(const jit::Module &root) {
         compute && isa<FloatType>(info.type.getElementType()))
       info.readType = RankedTensorType::get(info.type.getShape(), compute);
     states[fqn] = info;
+    remember(fqn);
     stateOrder.push_back(fqn);
     std::string cls = cleanClassName(owner.type()->name()->qualifiedName());
     Operation *op;
@@ -867,6 +931,54 @@ Value Importer::stateValue(const std::string &fqn, Location loc) {
     stateOf[value] = info.fqn;
   }
   return value;
+}
+
+/// The state a tensor that a module attribute holds is: a parameter or
+/// buffer itself, or an alias of one (the same elements of the same
+/// storage, as a tensor the archive's pickle names twice reads back); null
+/// if it is neither.
+const std::string *Importer::stateOfTensor(const at::Tensor &t) const {
+  if (!t.defined())
+    return nullptr;
+  auto same = stateByTensor.find(t.unsafeGetTensorImpl());
+  if (same != stateByTensor.end())
+    return &same->second;
+  if (t.numel() == 0 || !t.has_storage() || t.layout() != at::kStrided ||
+      t.is_quantized() || t.is_conj() || t.is_neg())
+    return nullptr;
+  auto alias = stateByView.find(viewOf(t));
+  return alias == stateByView.end() ? nullptr : &alias->second;
+}
+
+/// Which storages of the loaded module hold no values: jit::load read the
+/// archive through readerSkippingValues, which leaves the records of the
+/// module tensors it finds unread, and a list, a tuple or another attribute
+/// can hold the same tensors (nn.LSTM's `_flat_weights`). A module shared
+/// by two parents is walked at both paths: the archive names its tensors at
+/// one of them.
+void Importer::indexSkippedValues(const jit::Module &root) {
+  if (!archive)
+    return;
+  std::function<void(const c10::ivalue::Object &, const std::string &)> walk =
+      [&](const c10::ivalue::Object &object, const std::string &prefix) {
+        std::shared_ptr<c10::ClassType> type = object.type();
+        size_t slots = std::min(object.slots().size(), type->numAttributes());
+        for (size_t i = 0; i < slots; ++i) {
+          const c10::IValue &value = object.getSlot(i);
+          std::string name = prefix + type->getAttributeName(i);
+          if (value.isObject() && value.toObjectRef().type()->is_module()) {
+            walk(value.toObjectRef(), name + ".");
+            continue;
+          }
+          if (!value.isTensor() || !value.toTensor().has_storage())
+            continue;
+          const fsdp::runtime::ModelArchive::Entry *entry = archive->find(name);
+          if (entry && archive->valuesSkipped(*entry))
+            skippedStorages.try_emplace(
+                value.toTensor().storage().unsafeGetStorageImpl(), entry);
+        }
+      };
+  walk(*root._ivalue(), "");
 }
 
 //===----------------------------------------------------------------------===//
@@ -1215,28 +1327,140 @@ void Importer::visitGetAttr(jit::Node *node) {
     return;
   }
   // Every other attribute (hyper-parameters, `training`, constants) is a
-  // compile-time constant.
-  bind(node->output(), fromIValue(attributeValue(fqn, std::move(value), loc)));
+  // compile-time constant, but for the parameters and buffers it holds.
+  bind(node->output(), attributeAbs(fqn, value, node, loc));
 }
 
-c10::IValue Importer::attributeValue(const std::string &fqn,
-                                     c10::IValue value, Location loc) {
-  if (!value.isTensor())
-    return value;
-  const fsdp::runtime::ModelArchive::Entry *entry = archive->find(fqn);
-  if (!entry || !archive->valuesSkipped(*entry))
-    return value;
-  // A module tensor that is neither parameter nor buffer, used as a
-  // constant: the one kind of tensor whose values the compiler reads (an
-  // archive saved without weights keeps these).
-  at::Tensor &cached = attributeValues[fqn];
-  if (!cached.defined()) {
-    try {
-      cached = archive->read(*entry);
-    } catch (const std::exception &e) {
-      fail(loc, e.what());
+/// Where an error about the attribute a GetAttr reads is: the GetAttr's
+/// location or, where it has none (a loaded archive keeps no source range
+/// for `self.table` in forward), the first use of its value.
+Location Importer::attributeErrorLoc(jit::Node *node) {
+  if (framesOf(node).empty() && !node->output()->uses().empty())
+    return locationOf(node->output()->uses().front().user);
+  return locationOf(node);
+}
+
+/// A module attribute that is not a module, as the walk binds it. A tensor
+/// that is a parameter or buffer (stateOfTensor) is that state, also where
+/// the attribute holds it in a list or a tuple: nn.LSTM, GRU and RNN pass
+/// `self._flat_weights`, a list of the same tensors as `weight_ih_l0` and
+/// the rest, to aten::lstm; the step must read (and train) the parameters,
+/// not the values the archive was saved with. Any other tensor is a
+/// constant with the model's values (constantValue). A dict that holds a
+/// parameter or buffer is refused: the walk knows no dict of step tensors.
+AbsValue Importer::attributeAbs(const std::string &name,
+                                const c10::IValue &value, jit::Node *node,
+                                Location loc) {
+  if (value.isTensor()) {
+    const at::Tensor &t = value.toTensor();
+    if (const std::string *state = stateOfTensor(t))
+      return AbsValue::ofTensor(stateValue(*state, loc));
+    return fromIValue(constantValue(name, t, node));
+  }
+  if (value.isList() && !mayHoldTensors(value.toList().elementType()))
+    return fromIValue(value);
+  if (value.isList() || value.isTuple()) {
+    bool isTuple = value.isTuple();
+    c10::ArrayRef<c10::IValue> items =
+        isTuple ? value.toTupleRef().elements().asArrayRef()
+                : value.toListRef();
+    std::vector<AbsValue> elements;
+    bool constant = true, changed = false;
+    for (size_t i = 0; i < items.size(); ++i) {
+      elements.push_back(attributeAbs(name + "[" + std::to_string(i) + "]",
+                                      items[i], node, loc));
+      const AbsValue &e = elements.back();
+      if (!e.isConstant())
+        constant = false;
+      else if (!e.constant.isSameIdentity(items[i]))
+        changed = true;
     }
-    valuesRead.emplace_back(fqn, static_cast<int64_t>(cached.nbytes()));
+    if (!constant)
+      return AbsValue::ofSequence(std::move(elements), isTuple);
+    if (!changed)
+      return fromIValue(value);
+    // The same list or tuple, with the values read.
+    std::vector<c10::IValue> read;
+    for (AbsValue &e : elements)
+      read.push_back(std::move(e.constant));
+    if (isTuple) {
+      std::shared_ptr<c10::TupleType> type = value.toTupleRef().type();
+      if (type->schema()) // a NamedTuple keeps its type
+        return fromIValue(c10::ivalue::Tuple::createNamed(std::move(read),
+                                                          c10::TypePtr(type)));
+      return fromIValue(c10::ivalue::Tuple::create(std::move(read)));
+    }
+    c10::impl::GenericList list(value.toList().elementType());
+    for (c10::IValue &e : read)
+      list.push_back(std::move(e));
+    return fromIValue(list);
+  }
+  if (value.isGenericDict()) {
+    c10::impl::GenericDict dict = value.toGenericDict();
+    if (!mayHoldTensors(dict.valueType()))
+      return fromIValue(value);
+    c10::impl::GenericDict read(dict.keyType(), dict.valueType());
+    bool changed = false;
+    for (const auto &item : dict) {
+      std::ostringstream key;
+      key << item.key();
+      AbsValue e =
+          attributeAbs(name + "[" + key.str() + "]", item.value(), node, loc);
+      if (!e.isConstant()) {
+        std::string held;
+        item.value().visit([&](const c10::IValue &v) {
+          const std::string *state =
+              v.isTensor() ? stateOfTensor(v.toTensor()) : nullptr;
+          if (held.empty() && state)
+            held = *state;
+          return !held.empty();
+        });
+        fail(attributeErrorLoc(node),
+             "attribute '" + name + "' holds " +
+                 (states.lookup(held).isParam ? "parameter '" : "buffer '") +
+                 held + "' in a dict: the step reads parameters and buffers "
+                        "that a module holds directly, in a list or in a "
+                        "tuple");
+      }
+      changed |= !e.constant.isSameIdentity(item.value());
+      read.insert(item.key(), e.constant);
+    }
+    return fromIValue(changed ? c10::IValue(read) : value);
+  }
+  return fromIValue(value);
+}
+
+/// The values of a module tensor used as a constant: the one kind of tensor
+/// whose values the compiler reads (an archive saved without weights keeps
+/// these). jit::load left the records of the archive's module tensors
+/// unread (indexSkippedValues): a tensor on one of those storages is read
+/// through the archive, the elements of its own view, never from the
+/// storage. `name` is what --fsdp-report calls it.
+at::Tensor Importer::constantValue(const std::string &name,
+                                   const at::Tensor &t, jit::Node *node) {
+  if (!t.has_storage())
+    return t;
+  auto skipped = skippedStorages.find(t.storage().unsafeGetStorageImpl());
+  if (skipped == skippedStorages.end())
+    return t;
+  if (t.layout() != at::kStrided || t.is_quantized() || t.is_conj() ||
+      t.is_neg())
+    fail(attributeErrorLoc(node), "internal: the values of module tensor '" +
+                                      name +
+                                      "' were not read from the archive");
+  at::Tensor &cached = constantValues[t.unsafeGetTensorImpl()];
+  if (!cached.defined()) {
+    fsdp::runtime::ModelArchive::Entry entry = *skipped->second;
+    entry.dtype = t.scalar_type();
+    entry.sizes = t.sizes().vec();
+    entry.strides = t.strides().vec();
+    entry.storageOffset = t.storage_offset();
+    try {
+      cached = archive->read(entry);
+    } catch (const std::exception &e) {
+      fail(attributeErrorLoc(node), e.what());
+    }
+    valuesRead.emplace_back(name, static_cast<int64_t>(cached.nbytes()));
   }
   return cached;
 }
@@ -2365,6 +2589,7 @@ void Importer::importStep(const ImportOptions &options, TimingScope &timing,
   }
   builder.setInsertionPointToEnd(module.getBody());
   declareState(root);
+  indexSkippedValues(root);
   stateTiming.stop();
   TimingScope walkTiming = timing.nest("walk graph");
 
