@@ -18,11 +18,13 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Error.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <optional>
 #include <unistd.h>
 
 using namespace mlir;
@@ -32,11 +34,11 @@ using namespace fsdp::driver;
 namespace {
 
 /// An output file written whole or not at all. A regular file (or a new
-/// one) is written to a temporary file beside it and renamed over it at
-/// commit, so that an error, a symlink or a full disk never leaves half a
-/// file and never writes through a link; a device or pipe (`/dev/null`) is
-/// written in place. A write error is reported, never fatal. The input is
-/// never an output.
+/// one) is written to LLVM's TempFile beside it (removed on an error or a
+/// signal) and renamed over it at commit, so that an error, a symlink or a
+/// full disk never leaves half a file and never writes through a link; a
+/// device or pipe (`/dev/null`) is written in place. A write error is
+/// reported, never fatal. The input is never an output.
 class OutputFile {
 public:
   /// "-": standard output.
@@ -58,33 +60,38 @@ public:
                    status.type() != llvm::sys::fs::file_type::file_not_found;
     if (special && status.type() == llvm::sys::fs::file_type::directory_file)
       return error("the output '" + path + "' is a directory");
-    std::error_code ec;
-    int fd = -1;
     if (special) {
-      ec = llvm::sys::fs::openFileForWrite(path, fd,
-                                           llvm::sys::fs::CD_OpenExisting);
-    } else {
-      llvm::SmallString<256> model(path);
-      llvm::sys::path::remove_filename(model);
-      llvm::sys::path::append(model, "." +
-                                         llvm::sys::path::filename(path).str() +
-                                         ".tmp-%%%%%%");
-      ec = llvm::sys::fs::createUniqueFile(model, fd, file->temporary);
+      int fd = -1;
+      if (std::error_code ec = llvm::sys::fs::openFileForWrite(
+              path, fd, llvm::sys::fs::CD_OpenExisting))
+        return error("cannot open output file '" + path + "': " +
+                     ec.message());
+      file->stream =
+          std::make_unique<llvm::raw_fd_ostream>(fd, /*shouldClose=*/true);
+      return file;
     }
-    if (ec)
-      return error("cannot open output file '" + path + "': " + ec.message());
-    file->stream =
-        std::make_unique<llvm::raw_fd_ostream>(fd, /*shouldClose=*/true);
+    llvm::SmallString<256> model(path);
+    llvm::sys::path::remove_filename(model);
+    llvm::sys::path::append(
+        model, "." + llvm::sys::path::filename(path).str() + ".tmp-%%%%%%");
+    llvm::Expected<llvm::sys::fs::TempFile> temporary =
+        llvm::sys::fs::TempFile::create(model);
+    if (!temporary)
+      return error("cannot open output file '" + path + "': " +
+                   llvm::toString(temporary.takeError()));
+    file->temporary.emplace(std::move(*temporary));
+    // The TempFile closes its descriptor when kept or discarded.
+    file->stream = std::make_unique<llvm::raw_fd_ostream>(
+        file->temporary->FD, /*shouldClose=*/false);
     return file;
   }
 
   ~OutputFile() {
-    if (stream) {
+    if (stream)
       stream->clear_error();
-      stream.reset();
-    }
-    if (!temporary.empty())
-      llvm::sys::fs::remove(temporary);
+    stream.reset();
+    if (temporary)
+      llvm::consumeError(temporary->discard());
   }
 
   llvm::raw_ostream &os() { return *stream; }
@@ -92,7 +99,7 @@ public:
   /// Flushes and closes, then puts the file in place; an error names the
   /// output and says why (a full disk, a closed pipe).
   LogicalResult commit() {
-    if (path != "-")
+    if (path != "-" && !temporary)
       stream->close();
     else
       stream->flush();
@@ -100,18 +107,20 @@ public:
       stream->clear_error();
       return error("cannot write '" + path + "': " + ec.message());
     }
-    if (temporary.empty())
+    if (!temporary)
       return success();
-    if (std::error_code ec = llvm::sys::fs::rename(temporary, path))
-      return error("cannot write '" + path + "': " + ec.message());
-    temporary.clear();
+    llvm::Error kept = temporary->keep(path);
+    temporary.reset();
+    if (kept)
+      return error("cannot write '" + path + "': " +
+                   llvm::toString(std::move(kept)));
     return success();
   }
 
 private:
   explicit OutputFile(std::string path) : path(std::move(path)) {}
   std::string path;
-  llvm::SmallString<256> temporary;
+  std::optional<llvm::sys::fs::TempFile> temporary;
   std::unique_ptr<llvm::raw_fd_ostream> stream;
 };
 

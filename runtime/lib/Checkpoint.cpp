@@ -62,16 +62,15 @@ const char *rngKey(bool cuda) { return cuda ? "_cuda_rng_state" : "_rng_state"; 
 const char *rngFile(bool cuda) { return cuda ? "cuda_rng.pt" : "rng.pt"; }
 
 /// meta.json's `key`: a whole number of at least 0 (not 2.7, not "4").
-int64_t wholeNumber(const json &meta, const char *key, const std::string &where) {
+int64_t metaCount(const json &meta, const char *key, const std::string &where) {
   auto it = meta.find(key);
-  if (it == meta.end() || !it->is_number_integer() ||
-      (it->is_number_unsigned() &&
-       it->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())) ||
-      it->get<int64_t>() < 0)
+  std::optional<int64_t> n =
+      it == meta.end() ? std::nullopt : wholeNumber(*it);
+  if (!n || *n < 0)
     throw Error(where + ": meta.json's '" + key + "' is " +
                 (it == meta.end() ? std::string("missing") : it->dump()) +
                 ", not a whole number of at least 0");
-  return it->get<int64_t>();
+  return *n;
 }
 
 /// Every rank waits for every other (an all-reduce of nothing).
@@ -504,12 +503,12 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
   try {
     if (meta.at("format") != kFormat)
       throw Error(where + " is not an fsdp-run checkpoint");
-    version = wholeNumber(meta, "version", where);
+    version = metaCount(meta, "version", where);
     if (version != 1 && version != kVersion)
       throw Error(where + " has format version " + meta.at("version").dump() +
                   ", but this fsdp-run reads 1 and " +
                   std::to_string(kVersion));
-    step = wholeNumber(meta, "step", where);
+    step = metaCount(meta, "step", where);
     type = parseStateDictType(meta.at("state_dict_type").get<std::string>());
   } catch (const json::exception &e) {
     throw Error(where + ": meta.json lacks or misstates a field: " + e.what());
@@ -675,7 +674,7 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
       // where a gradient scaler skipped some).
       double count = static_cast<double>(step);
       if (meta.contains("optimizer_steps"))
-        count = static_cast<double>(wholeNumber(meta, "optimizer_steps", where));
+        count = static_cast<double>(metaCount(meta, "optimizer_steps", where));
       state[e.name] = at::full(e.type.shape, count,
                                at::TensorOptions().dtype(e.type.dtype));
     } else if (isScalerState(e)) {

@@ -313,12 +313,11 @@ void setGeneratorState(c10::Device device, const at::Tensor &state) {
 
 /// A plan's integer argument: a JSON whole number within int64.
 static int64_t intArg(const json &v, const std::string &where) {
-  if (!v.is_number_integer() ||
-      (v.is_number_unsigned() &&
-       v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)))
+  std::optional<int64_t> n = wholeNumber(v);
+  if (!n)
     throw Error(where + ": integer argument " + v.dump() +
                 " is not a whole number within 64 bits");
-  return v.get<int64_t>();
+  return *n;
 }
 
 static double parseFloat(const json &v) {
@@ -435,11 +434,13 @@ static void checkCallIsContained(const c10::FunctionSchema &schema,
 
 /// Every tensor a call returned lies within its storage (no operator on
 /// the list makes one that does not; this holds the line if one did).
+/// `where` names the call, asked only for an error: this runs every call.
+template <typename Where>
 static void checkResultsWithinStorage(const std::vector<at::Tensor> &results,
-                                      const std::string &where) {
+                                      const Where &where) {
   for (size_t r = 0; r < results.size(); ++r)
     if (!withinStorage(results[r]))
-      throw Error(where + ": result #" + std::to_string(r) +
+      throw Error(where() + ": result #" + std::to_string(r) +
                   " reaches outside its storage");
 }
 
@@ -851,7 +852,7 @@ void Executor::execute(const InstContext &c, const inst::Call &planned) {
     throw Error(where() + ": " + firstLine(e));
   }
   std::vector<at::Tensor> results = callResults(i, planned, stack);
-  checkResultsWithinStorage(results, where());
+  checkResultsWithinStorage(results, where);
   size_t next = 0;
   for (at::Tensor &t : results)
     set(planned.results[next++],
@@ -908,7 +909,7 @@ void Executor::execute(const InstContext &c,
     call.op->callBoxed(stack);
     restore();
     std::vector<at::Tensor> results = callResults(i, inst, stack);
-    checkResultsWithinStorage(results, where());
+    checkResultsWithinStorage(results, where);
     std::vector<at::Tensor> outputs, gradOutputs;
     for (const auto &[r, slot] : inst.resultGrads)
       if (results[r].requires_grad()) {

@@ -3,12 +3,14 @@
 #include "fsdp/runtime/Plan.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/hash.h>
 
 #include <cerrno>
 #include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -18,14 +20,23 @@ namespace fsdp::runtime {
 
 std::string firstLine(const std::exception &e) {
   const auto *torchError = dynamic_cast<const c10::Error *>(&e);
-  std::string msg = torchError ? torchError->what_without_backtrace() : e.what();
-  // The first line that says something (libtorch's unpickler may begin with
-  // an empty one).
-  size_t begin = msg.find_first_not_of(" \t\n");
+  return firstLine(torchError ? torchError->what_without_backtrace()
+                              : std::string(e.what()));
+}
+
+std::string firstLine(const std::string &text) {
+  size_t begin = text.find_first_not_of(" \t\n");
   if (begin == std::string::npos)
-    return std::string("an error without a message (") +
-           (torchError ? "c10::Error" : "std::exception") + ")";
-  return msg.substr(begin, msg.find('\n', begin) - begin);
+    return "an error without a message";
+  return text.substr(begin, text.find('\n', begin) - begin);
+}
+
+std::optional<int64_t> wholeNumber(const nlohmann::json &v) {
+  if (!v.is_number_integer() ||
+      (v.is_number_unsigned() &&
+       v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)))
+    return std::nullopt;
+  return v.get<int64_t>();
 }
 
 bool writeAll(int fd, const char *data, size_t size) {
@@ -94,12 +105,11 @@ struct BadType : std::runtime_error {
 /// An integer field: a JSON whole number within int64 (a plan's `1e300` or
 /// `2.5` is refused, not converted).
 static int64_t integer(const json &v, const std::string &key) {
-  if (!v.is_number_integer() ||
-      (v.is_number_unsigned() &&
-       v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)))
+  std::optional<int64_t> n = wholeNumber(v);
+  if (!n)
     throw BadType("'" + key + "' is " + v.dump() +
                   ", not a whole number within 64 bits");
-  return v.get<int64_t>();
+  return *n;
 }
 static int64_t intAt(const json &o, const char *key) {
   return integer(o.at(key), key);
@@ -813,12 +823,14 @@ static StateEntry parseStateEntry(const json &s, const std::string &path) {
 }
 
 Plan loadPlan(const std::string &path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in)
     throw Error("cannot open plan '" + path + "'");
+  std::string bytes((std::istreambuf_iterator<char>(in)),
+                    std::istreambuf_iterator<char>());
   json j;
   try {
-    in >> j;
+    j = json::parse(bytes);
   } catch (const json::exception &e) {
     throw Error("plan '" + path + "' is not valid JSON: " + e.what());
   }
@@ -832,6 +844,7 @@ Plan loadPlan(const std::string &path) {
                   std::to_string(kPlanFormatVersion) +
                   "; compile it again with a matching fsdp-opt");
     Plan plan;
+    plan.digest = c10::sha1(bytes).str();
     plan.function = j.at("function").get<std::string>();
     plan.numSlots = intAt(j, "num_slots");
     plan.worldSize = intAt(j, "world_size");

@@ -20,7 +20,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <optional>
 
@@ -109,14 +108,10 @@ void checkOutputDir(const char *flag, const std::string &path) {
                 existing + "': " + std::strerror(errno));
 }
 
-/// What the ranks must agree on: the plan, byte for byte (its state
-/// layout included), and how many steps they take.
-std::string runFingerprint(const RunOptions &o) {
-  std::ifstream in(o.plan, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)),
-                    std::istreambuf_iterator<char>());
-  c10::sha1 digest(bytes + "\nsteps=" + std::to_string(o.steps));
-  return digest.str();
+/// What the ranks must agree on: the plan, byte for byte as it was loaded
+/// (its state layout included), and how many steps they take.
+std::string runFingerprint(const Plan &plan, const RunOptions &o) {
+  return c10::sha1(plan.digest + "\nsteps=" + std::to_string(o.steps)).str();
 }
 
 Plan loadPlanFor(const RunOptions &o, const RankInfo &info) {
@@ -599,7 +594,7 @@ void runRank(const RunOptions &o, const RankInfo &info,
     cuda::setDevice(device);
   // Every rank shows rank 0 what it runs before any of them starts.
   RankInfo shown = info;
-  shown.fingerprint = runFingerprint(o);
+  shown.fingerprint = runFingerprint(plan, o);
   comm = createCommunicator(runBackend(o.backend, device), shown,
                             static_cast<int>(plan.shardGroupSize), device);
   int64_t modelBytesRead = 0;

@@ -20,6 +20,7 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 #include "fsdp/Target/Plan/PlanTypes.h"
 #include "fsdp/runtime/ModelArchive.h"
+#include "fsdp/runtime/Plan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -52,14 +53,7 @@ using namespace mlir;
 using namespace fsdp;
 namespace jit = torch::jit;
 
-/// The first line of a message that says something (libtorch's unpickler
-/// begins some with an empty one).
-static std::string firstLine(const std::string &text) {
-  size_t begin = text.find_first_not_of(" \t\n");
-  if (begin == std::string::npos)
-    return "an error without a message";
-  return text.substr(begin, text.find('\n', begin) - begin);
-}
+using fsdp::runtime::firstLine;
 
 namespace {
 

@@ -36,6 +36,14 @@ struct Error : std::runtime_error {
 /// The first line of an exception's message, without libtorch's backtrace:
 /// what an Error that wraps it quotes.
 std::string firstLine(const std::exception &e);
+/// The first line of `text` that says something (libtorch's unpickler
+/// begins some messages with an empty one).
+std::string firstLine(const std::string &text);
+
+/// `v` as an integer when it is a JSON whole number within 64 bits; nullopt
+/// for anything else (`2.7`, `1e300`, `"4"`, 2^64 - 1), which files people
+/// share must not have converted.
+std::optional<int64_t> wholeNumber(const nlohmann::json &v);
 
 /// Writes all `size` bytes to `fd` (again after EINTR and short writes);
 /// false with errno set when a write fails.
@@ -228,6 +236,8 @@ struct Instruction {
 };
 
 struct Plan {
+  /// SHA-1 of the plan file's bytes, as loadPlan parsed them.
+  std::string digest;
   std::string function;
   int64_t numSlots = 0;
   int64_t worldSize = 1;      // ranks the plan was compiled for
