@@ -352,6 +352,9 @@ LogicalResult compileModule(CompileOptions &o, const std::string &inputFilename,
   TimingScope timing = timingManager.getRootScope();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // A model's user gets the message, not a dump of the IR it was found in.
+  if (isTorchScript)
+    context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   OwningOpRef<ModuleOp> module = buildModule(
