@@ -266,6 +266,8 @@ Layout preservedLayout(const Layout &input) {
 int64_t elementBytes(Type type) {
   if (type.isInteger(1))
     return 1;
+  if (auto complex = dyn_cast<ComplexType>(type))
+    return 2 * elementBytes(complex.getElementType());
   return (type.getIntOrFloatBitWidth() + 7) / 8;
 }
 
@@ -682,6 +684,37 @@ Layout asStridedLayout(aten::CallOp op, const Dims &shape) {
   return layout;
 }
 
+/// Views between complex elements and their real parts, whose strides count
+/// elements of another size: view_as_real ([..., 2], the parts adjacent),
+/// view_as_complex and real/imag of a complex tensor. False for others.
+bool complexViewLayout(aten::CallOp op, StringRef name, const Layout &in,
+                       const Dims &shape, Layout &out) {
+  auto input = dyn_cast<RankedTensorType>(op.getOperand(0).getType());
+  if (!input)
+    return false;
+  bool fromComplex = isa<ComplexType>(input.getElementType());
+  if (name == "aten::view_as_real" && fromComplex) {
+    out.sizes = shape;
+    for (int64_t s : in.strides)
+      out.strides.push_back(2 * s);
+    out.strides.push_back(1);
+    return true;
+  }
+  if (name == "aten::view_as_complex" && !fromComplex && !in.strides.empty()) {
+    out.sizes = shape;
+    for (int64_t s : ArrayRef<int64_t>(in.strides).drop_back())
+      out.strides.push_back(s / 2);
+    return true;
+  }
+  if ((name == "aten::real" || name == "aten::imag") && fromComplex) {
+    out.sizes = shape;
+    for (int64_t s : in.strides)
+      out.strides.push_back(2 * s);
+    return true;
+  }
+  return false;
+}
+
 /// The layout of view op `name`'s result of `shape` over `in`. It may have
 /// the wrong rank where the op's arguments are not what they should be.
 Layout viewLayout(aten::CallOp op, StringRef name, const Layout &in,
@@ -724,6 +757,8 @@ Layout viewLayout(aten::CallOp op, StringRef name, const Layout &in,
     return diagonalLayout(op, in, shape);
   if (name == "aten::as_strided")
     return asStridedLayout(op, shape);
+  if (Layout complex; complexViewLayout(op, name, in, shape, complex))
+    return complex;
   if (shape == in.sizes)
     return in; // detach, alias, view.dtype of a same-size type
   return viewedLayout(in, shape); // view, unflatten, squeeze, unsqueeze, ...
@@ -978,7 +1013,8 @@ void Simulation::kernelResult(const CallSite &c, unsigned r,
              c.in.sizes == shape) {
     freshResult(c.op, r, preservedLayout(c.in));
   } else if (auto strides = resultStrides(c.op, r)) {
-    // Laid out as the importer's meta call laid it out (dense, permuted).
+    // Laid out as the importer's meta call or CPU run laid it out (dense,
+    // permuted).
     freshResult(c.op, r, Layout{shape, *strides});
   } else {
     freshResult(c.op, r, contiguous(shape));

@@ -76,9 +76,39 @@ std::string fsdp::describeCall(aten::CallOp call) {
 
 namespace {
 
+/// A value gradients flow through: floating point, real or complex.
 bool isFloatTensor(Value v) {
   auto type = dyn_cast<RankedTensorType>(v.getType());
-  return type && isa<FloatType>(type.getElementType());
+  return type && isa<FloatType, ComplexType>(type.getElementType());
+}
+
+bool isComplexTensor(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  return type && isa<ComplexType>(type.getElementType());
+}
+
+/// Whether `call`'s gradient rule holds where complex values pass through
+/// it. The rules are written for real values: a product's rule multiplies
+/// by the other factor, where autograd's convention (the conjugate Wirtinger
+/// derivative) multiplies by its conjugate. Only rules that move, copy or
+/// add gradients without arithmetic on them hold for both; every other call
+/// touching a complex value goes to libtorch's autograd.
+bool ruleHoldsForComplex(aten::CallOp call) {
+  auto touches = [](ValueRange values) {
+    return llvm::any_of(values, isComplexTensor);
+  };
+  if (!touches(call.getOperands()) && !touches(call.getResults()))
+    return true;
+  static const llvm::StringSet<> layout = {
+      "aten::view",         "aten::reshape",        "aten::flatten.using_ints",
+      "aten::unflatten.int", "aten::transpose.int", "aten::permute",
+      "aten::slice.Tensor", "aten::select.int",     "aten::narrow",
+      "aten::unsqueeze",    "aten::squeeze",        "aten::squeeze.dim",
+      "aten::squeeze.dims", "aten::expand",         "aten::contiguous",
+      "aten::clone",        "aten::cat",            "aten::stack",
+      "aten::chunk",        "aten::split.Tensor",   "aten::split_with_sizes",
+      "aten::unbind.int",   "aten::neg"};
+  return layout.contains(call.getOverload());
 }
 
 /// An op that writes its first argument in place (`aten::relu_`): its first
@@ -237,7 +267,7 @@ LogicalResult Differentiator::prepare() {
                       [&](Value r) { return active.contains(r); }))
       continue;
     const aten::GradientRule *rule = aten::lookupGradient(call.getOverload());
-    if (rule && rule->prepare)
+    if (rule && rule->prepare && ruleHoldsForComplex(call))
       rewrite.push_back({call, rule});
   }
   for (auto [call, rule] : rewrite) {
@@ -315,7 +345,9 @@ LogicalResult Differentiator::backward() {
       needs.push_back(active.contains(operand));
     b.setLoc(call.getLoc());
     aten::GradientContext context(b, call, resultGrads, needs);
-    const aten::GradientRule *rule = aten::lookupGradient(call.getOverload());
+    const aten::GradientRule *rule = ruleHoldsForComplex(call)
+                                         ? aten::lookupGradient(call.getOverload())
+                                         : nullptr;
     if (rule && rule->backward && failed(rule->backward(context)))
       return failure();
     SmallVector<Value> operandGrads(context.operandGrads());
@@ -336,6 +368,14 @@ LogicalResult Differentiator::backward() {
         return call.emitOpError("gradient rule produced ")
                << got << " for operand #" << index << " of type " << want
                << " (a bug in the rule)";
+      // A real value's gradient is the real part of a complex one, as
+      // autograd's engine takes it.
+      if (isComplexTensor(grad) && !isa<ComplexType>(want.getElementType()))
+        grad = b.call("aten::real", {grad},
+                      RankedTensorType::get(
+                          got.getShape(),
+                          cast<ComplexType>(got.getElementType())
+                              .getElementType()));
       accumulate(b, operand, b.cast(grad, want.getElementType()));
     }
   }

@@ -10,6 +10,7 @@
 
 #include "fsdp/Analysis/StepAnalysis.h"
 #include "fsdp/Dialect/ATen/IR/ATenBuilder.h"
+#include "fsdp/Dialect/ATen/IR/OpTable.h"
 #include "fsdp/Target/Plan/PlanTypes.h"
 #include "fsdp/Transforms/Passes.h"
 
@@ -18,6 +19,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
+#include <algorithm>
 #include <optional>
 
 
@@ -30,6 +32,28 @@ using namespace mlir;
 using namespace fsdp;
 
 namespace {
+
+/// Whether `value`, or a view of it, is viewed as complex
+/// (aten::view_as_complex), which needs its storage offset even.
+bool isViewedAsComplex(Value value) {
+  SmallVector<Value> work{value};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    for (Operation *user : v.getUsers()) {
+      auto call = dyn_cast<aten::CallOp>(user);
+      if (!call || !aten::hasFact(call.getOverload(), aten::OpFact::View))
+        continue;
+      if (call.getOverload() == "aten::view_as_complex")
+        return true;
+      for (Value r : call.getResults())
+        work.push_back(r);
+    }
+  }
+  return false;
+}
 
 // fairscale's OSS (optimizer-state sharding, ZeRO-1) and SHARDED_DDP
 // (ShardedDDP + OSS, ZeRO-2) hold parameters whole on every rank, so nothing
@@ -389,10 +413,19 @@ LogicalResult Shard::run(ModuleOp module) {
     return module.emitError("is already sharded (it has flat parameters)");
 
   // Units, in the order the step first reads them; members in declaration
-  // (state_dict) order.
+  // (state_dict) order, but that those the step views as complex come
+  // first: view_as_complex needs an even offset, which their even sizes
+  // (pairs) keep.
   llvm::MapVector<StringRef, Unit> units;
   SmallVector<ParamOp> ignored;
-  for (ParamOp p : module.getOps<ParamOp>()) {
+  SmallVector<ParamOp> members;
+  for (ParamOp p : module.getOps<ParamOp>())
+    members.push_back(p);
+  std::stable_partition(members.begin(), members.end(), [&](ParamOp p) {
+    GetOp read = reads.lookup(p.getSymNameAttr());
+    return read && isViewedAsComplex(read.getResult());
+  });
+  for (ParamOp p : members) {
     if (!grads.count(p.getSymNameAttr()))
       continue; // never updated: stays whole
     if (p->hasAttr(kIgnoredAttr)) {

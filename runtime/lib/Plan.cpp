@@ -67,6 +67,8 @@ static c10::ScalarType scalarType(plan::DType dtype) {
   case plan::DType::I8: return c10::kChar;
   case plan::DType::UI8: return c10::kByte;
   case plan::DType::I1: return c10::kBool;
+  case plan::DType::C64: return c10::kComplexFloat;
+  case plan::DType::C128: return c10::kComplexDouble;
   }
   return c10::kFloat;
 }

@@ -357,7 +357,7 @@ private:
   bool typeByMeta(const CallSite &site, jit::Stack &stack,
                   std::string &metaError);
   CallResults callResults(const CallSite &site, const jit::Stack &stack,
-                          bool typed);
+                          bool kernelLayouts);
   Attribute resultStridesAttr(const at::Tensor &t, bool ownResult);
   void checkWritesThroughAliases(const CallSite &site);
   Value aliasedInput(const CallSite &site, const c10::AliasInfo *info);
@@ -371,7 +371,8 @@ private:
   // Typing an op that has no meta kernel.
   jit::Stack typeWithoutMeta(jit::Node *node, const c10::FunctionSchema &schema,
                              const std::string &overload,
-                             const std::string &metaError, Location loc);
+                             const std::string &metaError, Location loc,
+                             bool &kernelLayouts);
   jit::Stack typeByWholeRun(const MetalessTyping &t);
   jit::Stack typeBySample(const MetalessTyping &t);
   jit::Stack typeByProbes(const MetalessTyping &t, int64_t sampleBytes);
@@ -506,6 +507,10 @@ Type Importer::elementType(at::ScalarType dtype, Location loc) {
     return builder.getIntegerType(8, /*isSigned=*/false);
   case at::kBool:
     return builder.getI1Type();
+  case at::kComplexFloat:
+    return ComplexType::get(builder.getF32Type());
+  case at::kComplexDouble:
+    return ComplexType::get(builder.getF64Type());
   default:
     fail(loc, llvm::Twine("tensors of dtype ") + c10::toString(dtype) +
                   " are not supported");
@@ -533,6 +538,12 @@ at::ScalarType Importer::scalarType(Type type, Location loc) {
     return at::kChar;
   if (type.isInteger(1))
     return at::kBool;
+  if (auto complex = dyn_cast<ComplexType>(type)) {
+    if (complex.getElementType().isF32())
+      return at::kComplexFloat;
+    if (complex.getElementType().isF64())
+      return at::kComplexDouble;
+  }
   std::string name;
   llvm::raw_string_ostream os(name);
   os << type;
@@ -870,6 +881,13 @@ void Importer::declareState(const jit::Module &root) {
     info.fqn = fqn;
     info.isParam = isParam;
     info.type = tensorType(t, loc);
+    if (isParam && isa<ComplexType>(info.type.getElementType()))
+      fail(loc, "parameter '" + fqn + "' is complex (" +
+                    c10::toString(t.scalar_type()) +
+                    "): fsdp-opt shards real parameters only; hold it as "
+                    "real pairs (torch.view_as_real(w), a [..., 2] "
+                    "parameter) and take torch.view_as_complex of it in "
+                    "forward");
     if (isParam && !isa<FloatType>(info.type.getElementType()))
       fail(loc, "parameter '" + fqn + "' is not floating point");
     info.readType = info.type;
@@ -1894,7 +1912,9 @@ static int64_t runtimeTensorBytes(const c10::IValue &x) {
 constexpr int64_t kAllOnes = -1, kAllButLast = -2;
 
 /// `x` on the CPU, filled with `fill`, shrunk as `batch` says (runOnCpu);
-/// an argument the op writes gets memory of its own.
+/// an argument the op writes gets memory of its own, and so does every
+/// input of a whole run (batch 0): contiguous, as the meta call has them,
+/// so that the kernel lays its results out as it will in the step.
 static c10::IValue cpuValue(const c10::IValue &x, double fill, int64_t batch,
                             bool written) {
   if (x.isTensor() && x.toTensor().is_meta()) {
@@ -1906,7 +1926,7 @@ static c10::IValue cpuValue(const c10::IValue &x, double fill, int64_t batch,
       for (size_t d = 0; d + (batch == kAllButLast) < sizes.size(); ++d)
         sizes[d] = std::min<int64_t>(sizes[d], 1);
     at::TensorOptions options = t.options().device(at::kCPU);
-    if (written)
+    if (written || batch == 0)
       return at::full(sizes, fill, options);
     return at::full({}, fill, options).expand(sizes);
   }
@@ -1935,6 +1955,27 @@ static std::optional<jit::Stack> runOnCpu(const MetalessTyping &t, double fill,
     return std::nullopt;
   }
   return cpuStack;
+}
+
+/// runOnCpu on zeros, or on ones where the kernel refuses zeros (istft's
+/// window must not vanish). `error` is the zeros' error where both fail.
+static std::optional<jit::Stack> runOnCpuFilled(const MetalessTyping &t,
+                                                int64_t batch,
+                                                std::string &error,
+                                                double *fill = nullptr) {
+  if (std::optional<jit::Stack> ran = runOnCpu(t, 0.0, batch, error)) {
+    if (fill)
+      *fill = 0.0;
+    return ran;
+  }
+  std::string onZeros = error;
+  if (std::optional<jit::Stack> ran = runOnCpu(t, 1.0, batch, error)) {
+    if (fill)
+      *fill = 1.0;
+    return ran;
+  }
+  error = onZeros;
+  return std::nullopt;
 }
 
 /// The tensor results of a run.
@@ -1971,8 +2012,9 @@ jit::Stack Importer::typeWithoutMeta(jit::Node *node,
                                      const c10::FunctionSchema &schema,
                                      const std::string &overload,
                                      const std::string &metaError,
-                                     Location loc) {
+                                     Location loc, bool &kernelLayouts) {
   MetalessTyping t{node, schema, overload, metaError, loc};
+  kernelLayouts = false;
   // The arguments as the meta call had them: runtime tensors as meta
   // tensors, constants with their values.
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
@@ -1992,21 +2034,24 @@ jit::Stack Importer::typeWithoutMeta(jit::Node *node,
   // Kernels may copy their expanded inputs whole (.contiguous()), so the
   // inputs count too.
   if (t.inputBytes <= kCpuTypingBudget &&
-      (!t.shapes || t.resultBytes <= kWholeRunBytes))
+      (!t.shapes || t.resultBytes <= kWholeRunBytes)) {
+    kernelLayouts = true; // the results are the kernel's own
     return typeByWholeRun(t);
+  }
   if (!t.shapes)
     typingTooLarge(t, "no shape function either; its inputs hold " +
                           std::to_string(t.inputBytes >> 20) + " MiB");
   return typeBySample(t);
 }
 
-/// The op run whole, on zeros and on ones: results whose shapes differ
-/// depend on tensor data.
+/// The op run whole, on zeros and on ones (ones and twos where it refuses
+/// zeros): results whose shapes differ depend on tensor data.
 jit::Stack Importer::typeByWholeRun(const MetalessTyping &t) {
   std::string error;
-  std::optional<jit::Stack> zeros = runOnCpu(t, 0.0, 0, error);
+  double fill = 0.0;
+  std::optional<jit::Stack> zeros = runOnCpuFilled(t, 0, error, &fill);
   std::optional<jit::Stack> ones =
-      zeros ? runOnCpu(t, 1.0, 0, error) : std::nullopt;
+      zeros ? runOnCpu(t, fill + 1.0, 0, error) : std::nullopt;
   if (!zeros || !ones)
     fail(t.loc, "cannot infer the result types of " + t.overload + ": " +
                     error + " (model inputs: " + inputSummary + ")");
@@ -2055,7 +2100,7 @@ jit::Stack Importer::typeBySample(const MetalessTyping &t) {
       t.inputBytes / batch > kCpuTypingBudget)
     return typeByProbes(t, sampleBytes);
   std::string error;
-  std::optional<jit::Stack> sample = runOnCpu(t, 0.0, batch, error);
+  std::optional<jit::Stack> sample = runOnCpuFilled(t, batch, error);
   if (!sample)
     typingTooLarge(t, "it does not run on one sample of its inputs (" + error +
                           ")");
@@ -2083,7 +2128,7 @@ jit::Stack Importer::typeByProbes(const MetalessTyping &t,
                                   int64_t sampleBytes) {
   for (int64_t probe : {kAllOnes, kAllButLast}) {
     std::string ignored;
-    std::optional<jit::Stack> ran = runOnCpu(t, 0.0, probe, ignored);
+    std::optional<jit::Stack> ran = runOnCpuFilled(t, probe, ignored);
     if (!ran)
       continue;
     std::vector<at::Tensor> results = tensorsOf(*ran);
@@ -2092,7 +2137,7 @@ jit::Stack Importer::typeByProbes(const MetalessTyping &t,
   }
   std::string error;
   if (t.inputBytes <= kCpuTypingBudget && t.resultBytes <= kCpuTypingBudget)
-    if (std::optional<jit::Stack> whole = runOnCpu(t, 0.0, 0, error))
+    if (std::optional<jit::Stack> whole = runOnCpuFilled(t, 0, error))
       return std::move(*whole);
   typingTooLarge(t, "one sample of its results alone holds " +
                         std::to_string(sampleBytes >> 20) + " MiB");
@@ -2122,10 +2167,11 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
   // typeWithoutMeta.
   std::string metaError;
   bool typed = typeByMeta(site, arguments.stack, metaError);
+  bool kernelLayouts = typed;
   if (!typed)
-    arguments.stack =
-        typeWithoutMeta(node, schema, site.overload, metaError, site.loc);
-  CallResults results = callResults(site, arguments.stack, typed);
+    arguments.stack = typeWithoutMeta(node, schema, site.overload, metaError,
+                                      site.loc, kernelLayouts);
+  CallResults results = callResults(site, arguments.stack, kernelLayouts);
   site.numSchemaResults = results.types.size();
   // The new values of mutated arguments follow the schema's results.
   for (int64_t arg : site.mutated) {
@@ -2291,9 +2337,10 @@ bool Importer::typeByMeta(const CallSite &site, jit::Stack &stack,
   return false;
 }
 
-/// The types of the schema's results, from the typed stack.
+/// The types of the schema's results, from the typed stack; their strides
+/// where the stack holds the kernel's own results (`kernelLayouts`).
 CallResults Importer::callResults(const CallSite &site, const jit::Stack &stack,
-                                  bool typed) {
+                                  bool kernelLayouts) {
   CallResults out;
   jit::Node *node = site.node;
   for (size_t i = 0; i < node->outputs().size(); ++i) {
@@ -2304,7 +2351,8 @@ CallResults Importer::callResults(const CallSite &site, const jit::Stack &stack,
       const c10::AliasInfo *info = i < site.schema.returns().size()
                                        ? site.schema.returns()[i].alias_info()
                                        : nullptr;
-      Attribute strides = resultStridesAttr(result.toTensor(), typed && !info);
+      Attribute strides =
+          resultStridesAttr(result.toTensor(), kernelLayouts && !info);
       out.anyStrided |= isa<DenseI64ArrayAttr>(strides);
       out.strides.push_back(strides);
     } else if (result.isTensorList()) {
@@ -2326,8 +2374,9 @@ CallResults Importer::callResults(const CallSite &site, const jit::Stack &stack,
   return out;
 }
 
-/// A kernel result the meta kernel lays out dense but not contiguous (an
-/// einsum's permuted product, a batch_first LSTM's output): its strides, for
+/// A kernel result laid out dense but not contiguous by the meta kernel or
+/// the CPU kernel of a whole run (an einsum's permuted product, a
+/// batch_first LSTM's output, stft's transposed frames): its strides, for
 /// the memory model (`aten.result_strides`); a unit where the result is
 /// contiguous or not the kernel's own (`ownResult` false: a view).
 Attribute Importer::resultStridesAttr(const at::Tensor &t, bool ownResult) {

@@ -43,6 +43,10 @@ inline mlir::Type elementType(plan::DType dtype, mlir::MLIRContext *ctx) {
     return mlir::IntegerType::get(ctx, 8, mlir::IntegerType::Unsigned);
   case DType::I1:
     return mlir::IntegerType::get(ctx, 1);
+  case DType::C64:
+    return mlir::ComplexType::get(mlir::Float32Type::get(ctx));
+  case DType::C128:
+    return mlir::ComplexType::get(mlir::Float64Type::get(ctx));
   }
   return {};
 }

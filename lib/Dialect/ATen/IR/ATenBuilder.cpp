@@ -5,6 +5,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 
 #include <cmath>
+#include <complex>
 
 using namespace mlir;
 using namespace fsdp::aten;
@@ -227,6 +228,14 @@ Value ATenBuilder::callInPlace(StringRef overload, ArrayRef<ArgValue> args) {
 
 Value ATenBuilder::splat(RankedTensorType type, double value) {
   Type elem = type.getElementType();
+  if (auto complex = dyn_cast<ComplexType>(elem)) {
+    DenseElementsAttr attr =
+        complex.getElementType().isF64()
+            ? DenseElementsAttr::get(type, std::complex<double>(value, 0))
+            : DenseElementsAttr::get(
+                  type, std::complex<float>(static_cast<float>(value), 0));
+    return ConstantOp::create(b, loc, type, attr);
+  }
   Attribute element;
   if (auto f = dyn_cast<FloatType>(elem))
     element = b.getFloatAttr(f, value);
@@ -243,6 +252,21 @@ Type ATenBuilder::promote(Value a, Value b) {
   Type ea = ta.getElementType(), eb = tb.getElementType();
   if (ea == eb)
     return ea;
+  // A complex operand makes the result complex, its parts the wider
+  // floating-point type of the two.
+  if (isa<ComplexType>(ea) || isa<ComplexType>(eb)) {
+    auto part = [](Type t) -> Type {
+      if (auto c = dyn_cast<ComplexType>(t))
+        return c.getElementType();
+      return isa<FloatType>(t) ? t : Type();
+    };
+    Type pa = part(ea), pb = part(eb);
+    if (!pa || !pb)
+      return ComplexType::get(pa ? pa : pb);
+    return ComplexType::get(pa.getIntOrFloatBitWidth() >= pb.getIntOrFloatBitWidth()
+                                ? pa
+                                : pb);
+  }
   bool fa = isa<FloatType>(ea), fb = isa<FloatType>(eb);
   if (fa != fb)
     return fa ? ea : eb;

@@ -79,6 +79,8 @@ static const llvm::StringMap<unsigned> &table() {
                        "aten::_reshape_alias",
                        "aten::view_as_real",
                        "aten::view_as_complex",
+                       "aten::conj",
+                       "aten::_conj",
                        "aten::lift_fresh",
                        "aten::split_with_sizes.dimname",
                        "aten::squeeze.dimname"});

@@ -25,7 +25,7 @@ inline constexpr int64_t kFormatVersion = 11;
 inline constexpr int64_t kMaxWorldSize = 2147483647;
 
 /// The element types a plan's tensors have.
-enum class DType { F32, F64, F16, BF16, I64, I32, I16, I8, UI8, I1 };
+enum class DType { F32, F64, F16, BF16, I64, I32, I16, I8, UI8, I1, C64, C128 };
 
 struct DTypeInfo {
   DType dtype;
@@ -37,7 +37,9 @@ inline constexpr DTypeInfo kDTypes[] = {
     {DType::F32, "f32", 4}, {DType::F64, "f64", 8}, {DType::F16, "f16", 2},
     {DType::BF16, "bf16", 2}, {DType::I64, "i64", 8}, {DType::I32, "i32", 4},
     {DType::I16, "i16", 2}, {DType::I8, "i8", 1},    {DType::UI8, "ui8", 1},
-    {DType::I1, "i1", 1}};
+    {DType::I1, "i1", 1},
+    // Complex values: pairs of f32 (f64), the real part first.
+    {DType::C64, "c64", 8},   {DType::C128, "c128", 16}};
 
 inline constexpr const DTypeInfo &info(DType dtype) {
   for (const DTypeInfo &i : kDTypes)
