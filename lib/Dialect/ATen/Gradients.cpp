@@ -770,9 +770,17 @@ LogicalResult nativeLayerNorm(GradientContext &c) {
   return success();
 }
 
+/// `v` contiguous (aten::contiguous, a view of it where it already is).
+static Value contiguous(ATenBuilder &b, Value v) {
+  return b.call("aten::contiguous", {v, b.i64(0)}, typeOf(v));
+}
+
 LogicalResult prepareGroupNorm(ATenBuilder &b, CallOp op) {
   // group_norm(input, num_groups, weight, bias, eps, cudnn_enabled) ->
-  // native_group_norm(input, weight, bias, N, C, HxW, group, eps)
+  // native_group_norm(input.contiguous(), weight, bias, N, C, HxW, group,
+  // eps), as at::group_norm calls it: the kernels read the input as
+  // contiguous. (On the CPU at::group_norm keeps a channels-last input
+  // channels-last, suggest_memory_format; the plan makes it contiguous.)
   CallArgs args(op);
   Value input = args.tensor(0);
   auto groups = args.getInt(1);
@@ -785,7 +793,8 @@ LogicalResult prepareGroupNorm(ATenBuilder &b, CallOp op) {
   int64_t hw = ShapedType::getNumElements(shapeOf(input).drop_front(2));
   auto stat = withShape(input, {n, *groups});
   CallOp native = b.create("aten::native_group_norm",
-                           {input, args.tensor(2), args.tensor(3), b.i64(n),
+                           {contiguous(b, input), args.tensor(2),
+                            args.tensor(3), b.i64(n),
                             b.i64(ch), b.i64(hw), b.i64(*groups), args.attr(4)},
                            {input.getType(), stat, stat});
   replaceOutput(op, native.getResult(0));
@@ -799,8 +808,12 @@ LogicalResult nativeGroupNorm(GradientContext &c) {
   auto paramType = withShape(input, {ch});
   SmallVector<bool> mask{c.needs(0), weight && c.needs(1),
                          c.args.tensor(2) && c.needs(2)};
+  // The kernel reads the gradient and the input as contiguous: a strided
+  // gradient (a transpose after the norm) gives wrong values, so both are
+  // made contiguous first, as derivatives.yaml's formula does.
   CallOp back = c.b.create("aten::native_group_norm_backward",
-                           {c.grad(), input, c.result(1), c.result(2), weight,
+                           {contiguous(c.b, c.grad()), contiguous(c.b, input),
+                            c.result(1), c.result(2), weight,
                             c.args.attr(3), c.args.attr(4), c.args.attr(5),
                             c.args.attr(6), c.b.bools(mask)},
                            {input.getType(), paramType, paramType});
