@@ -794,6 +794,13 @@ LogicalResult Simulation::simulate(aten::CallOp op) {
   unsigned numSchema = op.getNumSchemaResults();
   for (unsigned r = 0; r < numSchema; ++r)
     callResult(c, r);
+  // Results the kernel returns as views of a tensor of its own (the
+  // importer's `aten.internal_views`: einsum's permuted product): their
+  // base holds the storage too, so it is never written in place.
+  if (auto internal = op->getAttrOfType<DenseI64ArrayAttr>("aten.internal_views"))
+    for (int64_t r : internal.asArrayRef())
+      if (r >= 0 && r < numSchema)
+        views.insert(op.getResult(r));
   for (auto [k, w] : llvm::enumerate(c.written))
     define(op.getResult(numSchema + k), w.first, w.second);
   return success();

@@ -32,3 +32,31 @@ module {
     return %r#1 : tensor<2x4xf32>
   }
 }
+
+// -----
+
+// A kernel result that is a view of the kernel's own tensor (the importer's
+// aten.internal_views: einsum permutes its product) has a base that holds
+// its storage: relu_ copies it (64 during). Without the attribute it
+// would write in place.
+// CHECK: "instruction_peak":[64,64]
+// CHECK-SAME: "timeline":[32,32]
+module {
+  func.func @train_step(%x: tensor<2x4xf32>) -> tensor<4x2xf32> {
+    %e = aten.call "aten::einsum"("ij->ji", [%x], none) {aten.internal_views = array<i64: 0>} : (tensor<2x4xf32>) -> tensor<4x2xf32>
+    %r:2 = aten.call "aten::relu_"(%e) {mutates = array<i64: 0>} : (tensor<4x2xf32>) -> (tensor<4x2xf32>, tensor<4x2xf32>)
+    return %r#1 : tensor<4x2xf32>
+  }
+}
+
+// -----
+
+// CHECK: "instruction_peak":[64,32]
+// CHECK-SAME: "timeline":[32,32]
+module {
+  func.func @train_step(%x: tensor<2x4xf32>) -> tensor<4x2xf32> {
+    %e = aten.call "aten::einsum"("ij->ji", [%x], none) : (tensor<2x4xf32>) -> tensor<4x2xf32>
+    %r:2 = aten.call "aten::relu_"(%e) {mutates = array<i64: 0>} : (tensor<4x2xf32>) -> (tensor<4x2xf32>, tensor<4x2xf32>)
+    return %r#1 : tensor<4x2xf32>
+  }
+}

@@ -232,6 +232,10 @@ struct CallResults {
   /// anyStrided.
   SmallVector<Attribute> strides;
   bool anyStrided = false;
+  /// `aten.internal_views`: the schema results the kernel returns as a
+  /// view of a tensor of its own (einsum's permuted product), whose
+  /// storage two tensors hold.
+  SmallVector<int64_t> internalViews;
 };
 
 /// What typing an op without a meta kernel knows of it (typeWithoutMeta).
@@ -2193,6 +2197,9 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
       results.list ? builder.getUnitAttr() : UnitAttr());
   if (results.anyStrided)
     call->setAttr("aten.result_strides", builder.getArrayAttr(results.strides));
+  if (!results.internalViews.empty())
+    call->setAttr("aten.internal_views",
+                  builder.getDenseI64ArrayAttr(results.internalViews));
   bindResults(site, call, results);
   rebindWritten(site, call);
 }
@@ -2354,6 +2361,8 @@ CallResults Importer::callResults(const CallSite &site, const jit::Stack &stack,
       Attribute strides =
           resultStridesAttr(result.toTensor(), kernelLayouts && !info);
       out.anyStrided |= isa<DenseI64ArrayAttr>(strides);
+      if (kernelLayouts && !info && result.toTensor().is_view())
+        out.internalViews.push_back(static_cast<int64_t>(out.strides.size()));
       out.strides.push_back(strides);
     } else if (result.isTensorList()) {
       if (node->outputs().size() != 1)
