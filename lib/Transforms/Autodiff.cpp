@@ -111,6 +111,16 @@ bool ruleHoldsForComplex(aten::CallOp call) {
   return layout.contains(call.getOverload());
 }
 
+/// Whether no gradient flows through `call`. sgn of a complex value is
+/// z / |z|, which has one, though the real sign is a step that has none.
+bool isNonDifferentiable(aten::CallOp call) {
+  if (!aten::hasFact(call.getOverload(), aten::OpFact::NonDifferentiable))
+    return false;
+  StringRef name = call.getOverload().split('.').first;
+  return !((name == "aten::sgn" || name == "aten::sgn_") &&
+           llvm::any_of(call.getOperands(), isComplexTensor));
+}
+
 /// An op that writes its first argument in place (`aten::relu_`): its first
 /// result and the new value of that argument are one value. Returns the
 /// index of the latter, or -1.
@@ -236,8 +246,7 @@ void Differentiator::analyze() {
       continue;
     }
     auto call = dyn_cast<aten::CallOp>(op);
-    if (!call ||
-        aten::hasFact(call.getOverload(), aten::OpFact::NonDifferentiable))
+    if (!call || isNonDifferentiable(call))
       continue;
     if (llvm::any_of(call.getOperands(),
                      [&](Value v) { return varied.contains(v); }))

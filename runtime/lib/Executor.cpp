@@ -352,6 +352,13 @@ static c10::IValue scalarArg(const json &arg, const c10::TypePtr &type,
   }
   if (arg.contains("f"))
     return c10::IValue(parseFloat(arg["f"]));
+  if (arg.contains("c")) {
+    const json &parts = arg["c"];
+    if (!parts.is_array() || parts.size() != 2)
+      throw Error(where + ": a complex argument is [real, imaginary]");
+    return c10::IValue(
+        c10::complex<double>(parseFloat(parts[0]), parseFloat(parts[1])));
+  }
   if (arg.contains("s")) {
     std::string s = arg["s"].get<std::string>();
     if (t->kind() == c10::TypeKind::DeviceObjType)

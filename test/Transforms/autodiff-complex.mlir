@@ -53,3 +53,26 @@ func.func @train_step() -> tensor<f32> {
   // CHECK-NEXT: fsdp.grad @s, %[[RE]] : tensor<4xf32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// sgn of a complex value is z / |z|, which has a gradient (autograd's); of a
+// real one, a step, which has none.
+fsdp.param @w : tensor<4x2xf32> in "" : "M"
+fsdp.param @s : tensor<4xf32> in "" : "M"
+// CHECK-LABEL: func.func @train_step
+func.func @train_step() -> tensor<f32> {
+  %w = fsdp.get @w : tensor<4x2xf32>
+  %s = fsdp.get @s : tensor<4xf32>
+  %c = aten.call "aten::view_as_complex"(%w) : (tensor<4x2xf32>) -> tensor<4xcomplex<f32>>
+  %g = aten.call "aten::sgn"(%c) : (tensor<4xcomplex<f32>>) -> tensor<4xcomplex<f32>>
+  %r = aten.call "aten::view_as_real"(%g) : (tensor<4xcomplex<f32>>) -> tensor<4x2xf32>
+  %t = aten.call "aten::sgn"(%s) : (tensor<4xf32>) -> tensor<4xf32>
+  %u = aten.call "aten::unsqueeze"(%t, 1) : (tensor<4xf32>) -> tensor<4x1xf32>
+  %m = aten.call "aten::mul.Tensor"(%r, %u) : (tensor<4x2xf32>, tensor<4x1xf32>) -> tensor<4x2xf32>
+  %l = aten.call "aten::sum"(%m, none) : (tensor<4x2xf32>) -> tensor<f32>
+  // CHECK:      aten.autograd_backward "aten::sgn"({{.*}} : tensor<4xcomplex<f32>>)
+  // CHECK:      fsdp.grad @w
+  // CHECK-NOT:  fsdp.grad @s
+  return %l : tensor<f32>
+}

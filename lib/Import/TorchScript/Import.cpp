@@ -1804,6 +1804,11 @@ Attribute Importer::constantAttr(const c10::IValue &value,
     return builder.getI64IntegerAttr(value.toInt());
   if (value.isDouble())
     return builder.getF64FloatAttr(value.toDouble());
+  if (value.isComplexDouble()) {
+    c10::complex<double> z = value.toComplexDouble();
+    return aten::ComplexAttr::get(context, builder.getF64FloatAttr(z.real()),
+                                  builder.getF64FloatAttr(z.imag()));
+  }
   if (value.isString())
     return builder.getStringAttr(value.toStringRef());
   if (value.isDevice())

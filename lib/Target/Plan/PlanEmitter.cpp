@@ -169,6 +169,15 @@ FailureOr<json::Value> PlanWriter::typeJson(Operation *op, Type type) {
   return json::Value(json::Object{{"shape", std::move(shape)}, {"dtype", dtype}});
 }
 
+/// A float in a plan: a number, or "nan", "inf", "-inf" (JSON has none).
+static json::Value floatJson(double v) {
+  if (std::isnan(v))
+    return "nan";
+  if (std::isinf(v))
+    return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
 /// One schema argument (docs/plan-format.md, "Arguments").
 /// The written arguments of a call (`mutates`), by schema position.
 static json::Array mutatesJson(std::optional<ArrayRef<int64_t>> mutates) {
@@ -209,14 +218,12 @@ FailureOr<json::Value> PlanWriter::argJson(Operation *op, Attribute arg,
     return json::Value(json::Object{{"b", b.getValue()}});
   if (auto i = dyn_cast<IntegerAttr>(arg))
     return json::Value(json::Object{{"i", i.getValue().getSExtValue()}});
-  if (auto f = dyn_cast<FloatAttr>(arg)) {
-    double v = f.getValueAsDouble();
-    if (std::isnan(v))
-      return json::Value(json::Object{{"f", "nan"}});
-    if (std::isinf(v))
-      return json::Value(json::Object{{"f", v > 0 ? "inf" : "-inf"}});
-    return json::Value(json::Object{{"f", v}});
-  }
+  if (auto f = dyn_cast<FloatAttr>(arg))
+    return json::Value(json::Object{{"f", floatJson(f.getValueAsDouble())}});
+  if (auto z = dyn_cast<aten::ComplexAttr>(arg))
+    return json::Value(json::Object{
+        {"c", json::Array{floatJson(z.getReal().getValueAsDouble()),
+                          floatJson(z.getImag().getValueAsDouble())}}});
   if (auto s = dyn_cast<StringAttr>(arg))
     return json::Value(json::Object{{"s", s.getValue()}});
   if (auto t = dyn_cast<TypeAttr>(arg)) {

@@ -167,3 +167,16 @@ func.func @autograd_backward(%x: tensor<5x2x3xf32>, %h: tensor<1x2x8xf32>, %wi: 
   %gc = aten.autograd_backward "aten::cumsum"(%g : tensor<5x2x8xf32>) grads(%g : tensor<5x2x8xf32>) {args = [#aten.tensor, 1, #aten.none], grad_results = array<i64: 0>, num_forward_results = 1, wrt = array<i64: 0>} -> tensor<5x2x8xf32>
   return
 }
+
+// Complex tensors, and a complex scalar argument (#aten.complex: the real
+// and imaginary parts), as a scripted `z * (0.5 - 2j)` has it.
+// CHECK-LABEL: func.func @complex_values(
+// CHECK-NEXT:    %[[Z:.+]] = aten.call "aten::view_as_complex"(%{{.+}}) : (tensor<4x2xf32>) -> tensor<4xcomplex<f32>>
+// CHECK-NEXT:    aten.call "aten::mul.Scalar"(%[[Z]], #aten.complex<5.000000e-01 : f64, -2.000000e+00 : f64>) : (tensor<4xcomplex<f32>>) -> tensor<4xcomplex<f32>>
+// GENERIC-LABEL: sym_name = "complex_values"
+// GENERIC:       <{args = [#aten.tensor, #aten.complex<5.000000e-01 : f64, -2.000000e+00 : f64>], overload = "aten::mul.Scalar"}>
+func.func @complex_values(%x: tensor<4x2xf32>) -> tensor<4xcomplex<f32>> {
+  %z = aten.call "aten::view_as_complex"(%x) : (tensor<4x2xf32>) -> tensor<4xcomplex<f32>>
+  %m = aten.call "aten::mul.Scalar"(%z, #aten.complex<0.5 : f64, -2.0 : f64>) : (tensor<4xcomplex<f32>>) -> tensor<4xcomplex<f32>>
+  return %m : tensor<4xcomplex<f32>>
+}

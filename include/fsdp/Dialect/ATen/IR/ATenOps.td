@@ -42,6 +42,12 @@ def ATen_TensorArgAttr : ATen_Attr<"TensorArg", "tensor"> {
   let summary = "placeholder: the next tensor operand";
 }
 
+def ATen_ComplexAttr : ATen_Attr<"Complex", "complex"> {
+  let summary = "a complex scalar argument (Python's 1j): its real and imaginary parts";
+  let parameters = (ins "::mlir::FloatAttr":$real, "::mlir::FloatAttr":$imag);
+  let assemblyFormat = "`<` $real `,` $imag `>`";
+}
+
 def ATen_TensorListArgAttr : ATen_Attr<"TensorListArg", "tensor_list"> {
   let summary = "placeholder: the next `size` tensor operands, as a Tensor[]";
   let parameters = (ins "int64_t":$size);
