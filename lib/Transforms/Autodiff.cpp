@@ -107,7 +107,8 @@ bool ruleHoldsForComplex(aten::CallOp call) {
       "aten::squeeze.dims", "aten::expand",         "aten::contiguous",
       "aten::clone",        "aten::cat",            "aten::stack",
       "aten::chunk",        "aten::split.Tensor",   "aten::split_with_sizes",
-      "aten::unbind.int",   "aten::neg"};
+      "aten::unbind.int",   "aten::neg",            "aten::select_scatter",
+      "aten::slice_scatter"};
   return layout.contains(call.getOverload());
 }
 

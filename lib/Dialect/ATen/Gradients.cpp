@@ -1187,6 +1187,27 @@ LogicalResult select(GradientContext &c) {
   return success();
 }
 
+/// select_scatter(self, src, dim, index) and slice_scatter(self, src, dim,
+/// start?, end?, step) (what a write through a view becomes, `x[:, 0] =
+/// v`): self's gradient is the incoming one with the scattered part zero,
+/// src's that part. They only move values, so they hold for complex ones.
+LogicalResult scatterView(GradientContext &c) {
+  Value src = c.args.tensor(1);
+  bool slice = c.op.getOverload() == "aten::slice_scatter";
+  SmallVector<ArgValue> viewArgs{c.grad()};
+  SmallVector<ArgValue> scatterArgs{c.grad(), c.b.splat(typeOf(src), 0.0)};
+  for (unsigned i = 2; i < c.op.getArgs().size(); ++i) {
+    viewArgs.push_back(c.args.attr(i));
+    scatterArgs.push_back(c.args.attr(i));
+  }
+  if (c.needs(0))
+    c.set(0, c.b.call(c.op.getOverload(), scatterArgs, c.args.tensor(0).getType()));
+  if (c.needs(1))
+    c.set(1, c.b.call(slice ? "aten::slice.Tensor" : "aten::select.int",
+                      viewArgs, src.getType()));
+  return success();
+}
+
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
 LogicalResult sliceRule(GradientContext &c) {
@@ -1485,6 +1506,7 @@ const llvm::StringMap<Rule> &registry() {
     add({"aten::transpose.int"}, {transpose});
     add({"aten::select.int"}, {select});
     add({"aten::slice.Tensor"}, {sliceRule});
+    add({"aten::select_scatter", "aten::slice_scatter"}, {scatterView});
     add({"aten::narrow"}, {narrow});
     add({"aten::split.Tensor", "aten::split.sizes", "aten::split_with_sizes",
          "aten::chunk", "aten::unsafe_split.Tensor",

@@ -212,6 +212,16 @@ struct CallSite {
   /// has (the new values of the written tensors follow them).
   SmallVector<Value> mutatedOperands;
   unsigned numSchemaResults = 0;
+  /// Writes through a chain of slices and selects of a base that is read
+  /// afterwards (`out[:, :m] = v`): the written tensor's index in
+  /// mutatedOperands, the views from it up to the base, and the base, whose
+  /// new value scatters the written one back (scatterIntoBases).
+  struct Scatter {
+    size_t written;
+    SmallVector<aten::CallOp> views;
+    Value base;
+  };
+  SmallVector<Scatter> scatters;
 };
 
 /// A call's arguments in schema order, and the stack of its meta call.
@@ -363,7 +373,8 @@ private:
   CallResults callResults(const CallSite &site, const jit::Stack &stack,
                           bool kernelLayouts);
   Attribute resultStridesAttr(const at::Tensor &t, bool ownResult);
-  void checkWritesThroughAliases(const CallSite &site);
+  void checkWritesThroughAliases(CallSite &site);
+  void scatterIntoBases(const CallSite &site, aten::CallOp call);
   Value aliasedInput(const CallSite &site, const c10::AliasInfo *info);
   void recordView(Value result, Value base);
   Value writtenResult(const CallSite &site, aten::CallOp call,
@@ -2207,6 +2218,7 @@ void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
                   builder.getDenseI64ArrayAttr(results.internalViews));
   bindResults(site, call, results);
   rebindWritten(site, call);
+  scatterIntoBases(site, call);
 }
 
 /// Which arguments the op writes: those its schema says, and those a
@@ -2401,12 +2413,31 @@ Attribute Importer::resultStridesAttr(const at::Tensor &t, bool ownResult) {
       llvm::ArrayRef<int64_t>(t.strides().data(), t.strides().size()));
 }
 
+/// The views from `target` up to `root` if each is a slice or a select of
+/// the one before (what a write through them scatters back through: `x[:,
+/// :m] = v`, `x[..., 0] = 0`), innermost first; empty otherwise.
+static SmallVector<aten::CallOp> scatterableViews(Value target, Value root) {
+  SmallVector<aten::CallOp> views;
+  for (Value v = target; v != root;) {
+    auto view = v.getDefiningOp<aten::CallOp>();
+    if (!view || view.getNumOperands() != 1 || view.getNumResults() != 1 ||
+        (view.getOverload() != "aten::slice.Tensor" &&
+         view.getOverload() != "aten::select.int"))
+      return {};
+    views.push_back(view);
+    v = view.getOperand(0);
+  }
+  return views;
+}
+
 /// Writing through an alias changes the other tensors of its alias class
-/// (the base and its views) too; the functional rebinding (rebindWritten)
-/// is exact only if none of them is read afterwards, and a buffer is never
-/// written through a view.
-void Importer::checkWritesThroughAliases(const CallSite &site) {
-  for (Value target : site.mutatedOperands) {
+/// (the base and its views) too. The functional rebinding (rebindWritten)
+/// is exact if none of them is read afterwards; a write through slices and
+/// selects of a base also gives the base a new value, the written one
+/// scattered back (scatterIntoBases), so the base may be read afterwards
+/// too. A buffer is never written through a view.
+void Importer::checkWritesThroughAliases(CallSite &site) {
+  for (auto [k, target] : llvm::enumerate(site.mutatedOperands)) {
     Value root = viewBase.lookup(target);
     if (!root)
       root = target;
@@ -2414,11 +2445,16 @@ void Importer::checkWritesThroughAliases(const CallSite &site) {
       fail(site.loc, site.overload + " writes in place into a view of '" +
                          stateOf.lookup(root) +
                          "', which is not supported; assign the whole tensor");
+    SmallVector<aten::CallOp> views;
+    if (root != target)
+      views = scatterableViews(target, root);
     auto aliases = [&](Value v) {
-      if (v == target)
+      if (v == target || (!views.empty() && v == root))
         return false;
       return v == root || viewBase.lookup(v) == root;
     };
+    if (!views.empty())
+      site.scatters.push_back({k, views, root});
     for (auto &entry : env) {
       if (!holdsTensor(entry.second, aliases))
         continue;
@@ -2519,6 +2555,36 @@ void Importer::rebindWritten(const CallSite &site, aten::CallOp call) {
       current[fqn] = updated;
       stateOf[updated] = fqn;
     }
+  }
+}
+
+/// A write through slices and selects of a base (site.scatters): the base's
+/// new value is the written tensor scattered back through each view
+/// (slice_scatter, select_scatter), which every name of the base now holds.
+void Importer::scatterIntoBases(const CallSite &site, aten::CallOp call) {
+  for (const CallSite::Scatter &s : site.scatters) {
+    Value value = call.getResult(site.numSchemaResults + s.written);
+    for (aten::CallOp view : s.views) {
+      Value parent = view.getOperand(0);
+      bool slice = view.getOverload() == "aten::slice.Tensor";
+      // A slice as large as its input (x[:, ...]'s `:`) is all of it.
+      if (slice && view.getResult(0).getType() == parent.getType())
+        continue;
+      // slice_scatter(self, src, dim, start, end, step) and
+      // select_scatter(self, src, dim, index): the view's own arguments.
+      SmallVector<Attribute> args{aten::TensorArgAttr::get(context),
+                                  aten::TensorArgAttr::get(context)};
+      args.append(view.getArgs().begin() + 1, view.getArgs().end());
+      value = aten::CallOp::create(
+                  builder, site.loc, TypeRange{parent.getType()},
+                  builder.getStringAttr(slice ? "aten::slice_scatter"
+                                              : "aten::select_scatter"),
+                  builder.getArrayAttr(args), ValueRange{parent, value},
+                  DenseI64ArrayAttr(), UnitAttr())
+                  .getResult(0);
+    }
+    for (auto &entry : env)
+      replaceTensor(entry.second, s.base, value);
   }
 }
 

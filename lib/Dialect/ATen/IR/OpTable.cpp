@@ -227,6 +227,7 @@ static const llvm::StringMap<unsigned> &table() {
     // Copies that keep their input's layout (preserve_format).
     add(OpFact::PreservesLayout,
         {"aten::clone", "aten::_to_copy", "aten::empty_like",
+         "aten::select_scatter", "aten::slice_scatter",
          "aten::zeros_like", "aten::ones_like", "aten::full_like",
          "aten::rand_like", "aten::randn_like"});
     // Fill a new tensor of their dtype (ranges, `arange` and `linspace`, are
