@@ -255,6 +255,31 @@ RankInfo rankInfoFromEnvironment() {
 namespace {
 
 constexpr const char *kAbortKey = "fsdp/abort";
+/// How many ranks have read the abort: rank 0, whose store carries it,
+/// waits for them before it exits.
+constexpr const char *kAbortReadKey = "fsdp/abort_read";
+
+/// This rank has read the abort (kAbortReadKey).
+void acknowledgeAbort(c10d::Store &store) {
+  try {
+    store.add(kAbortReadKey, 1);
+  } catch (...) {
+  }
+}
+
+/// Rank 0 after an abort: keeps its store up until `others` ranks have read
+/// the message, or `limit` has passed (a rank that is stopped never will).
+/// A watchdog starved of CPU may take far longer than its 200 ms period.
+void holdStoreForOthers(c10d::Store &store, int64_t others,
+                        std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  try {
+    while (store.add(kAbortReadKey, 0) < others &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  } catch (...) {
+  }
+}
 constexpr const char *kDoneKey = "fsdp/done";
 constexpr const char *kJoinedKey = "fsdp/joined";
 /// Each rank's heartbeat, counted up by its watchdog; kFinished added when
@@ -404,6 +429,7 @@ Rendezvous::Rendezvous(const RankInfo &info)
         printLineToStderr("fsdp-run: rank " + std::to_string(info.rank) +
                           " stops: " +
                           bytesToString(store_->get(kAbortKey)));
+        acknowledgeAbort(*store_);
         std::_Exit(kStoppedByOtherRank);
       }
       if (std::chrono::steady_clock::now() > deadline)
@@ -559,13 +585,15 @@ void Rendezvous::watch(LocalCheck check, BeforeExit beforeExit) {
           printLineToStderr("fsdp-run: rank 0 stops: " + message);
           if (beforeExit)
             beforeExit();
-          std::this_thread::sleep_for(std::chrono::milliseconds(600));
+          // All but this rank and the one that stopped.
+          holdStoreForOthers(*client, info_.worldSize - 2, stallLimit);
           std::_Exit(kStoppedByOtherRank);
         }
       }
       if (client->check({kAbortKey})) {
         std::vector<uint8_t> bytes = client->get(kAbortKey);
         message = std::string(bytes.begin(), bytes.end());
+        acknowledgeAbort(*client);
         failed = true;
       }
     } catch (const std::exception &e) {
@@ -592,7 +620,7 @@ void Rendezvous::watch(LocalCheck check, BeforeExit beforeExit) {
       // Rank 0 serves the store that carries the message: keep it up
       // until the others' watchdogs have read it.
       if (info_.rank == 0)
-        std::this_thread::sleep_for(std::chrono::milliseconds(600));
+        holdStoreForOthers(*client, info_.worldSize - 1, stallLimit);
       std::_Exit(1);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -630,6 +658,7 @@ std::string Rendezvous::failureOfOthers(std::chrono::milliseconds patience) {
     do {
       if (store_->check({kAbortKey})) {
         std::vector<uint8_t> bytes = store_->get(kAbortKey);
+        acknowledgeAbort(*store_);
         return std::string(bytes.begin(), bytes.end());
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
