@@ -54,8 +54,7 @@ bool writeAll(int fd, const char *data, size_t size) {
 
 using nlohmann::json;
 
-/// libtorch's scalar type of each of the plan's element types.
-static c10::ScalarType scalarType(plan::DType dtype) {
+c10::ScalarType scalarType(plan::DType dtype) {
   switch (dtype) {
   case plan::DType::F32: return c10::kFloat;
   case plan::DType::F64: return c10::kDouble;
@@ -79,10 +78,16 @@ c10::ScalarType parseDtype(const std::string &name) {
   throw Error("unknown dtype '" + name + "'");
 }
 
-std::string dtypeName(c10::ScalarType dtype) {
+std::optional<plan::DType> planDType(c10::ScalarType dtype) {
   for (const plan::DTypeInfo &i : plan::kDTypes)
     if (scalarType(i.dtype) == dtype)
-      return std::string(i.name);
+      return i.dtype;
+  return std::nullopt;
+}
+
+std::string dtypeName(c10::ScalarType dtype) {
+  if (std::optional<plan::DType> d = planDType(dtype))
+    return std::string(plan::info(*d).name);
   return c10::toString(dtype);
 }
 

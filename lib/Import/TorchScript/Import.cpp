@@ -500,65 +500,18 @@ private:
 // Types
 //===----------------------------------------------------------------------===//
 
+/// Through the plan's dtype table (PlanSchema.h): a tensor the importer
+/// types is one a plan can hold.
 Type Importer::elementType(at::ScalarType dtype, Location loc) {
-  switch (dtype) {
-  case at::kFloat:
-    return builder.getF32Type();
-  case at::kDouble:
-    return builder.getF64Type();
-  case at::kHalf:
-    return builder.getF16Type();
-  case at::kBFloat16:
-    return builder.getBF16Type();
-  case at::kLong:
-    return builder.getIntegerType(64);
-  case at::kInt:
-    return builder.getIntegerType(32);
-  case at::kShort:
-    return builder.getIntegerType(16);
-  case at::kChar:
-    return builder.getIntegerType(8);
-  case at::kByte:
-    return builder.getIntegerType(8, /*isSigned=*/false);
-  case at::kBool:
-    return builder.getI1Type();
-  case at::kComplexFloat:
-    return ComplexType::get(builder.getF32Type());
-  case at::kComplexDouble:
-    return ComplexType::get(builder.getF64Type());
-  default:
-    fail(loc, llvm::Twine("tensors of dtype ") + c10::toString(dtype) +
-                  " are not supported");
-  }
+  if (std::optional<plan::DType> d = fsdp::runtime::planDType(dtype))
+    return fsdp::elementType(*d, context);
+  fail(loc, llvm::Twine("tensors of dtype ") + c10::toString(dtype) +
+                " are not supported");
 }
 
 at::ScalarType Importer::scalarType(Type type, Location loc) {
-  if (type.isF32())
-    return at::kFloat;
-  if (type.isF64())
-    return at::kDouble;
-  if (type.isF16())
-    return at::kHalf;
-  if (type.isBF16())
-    return at::kBFloat16;
-  if (type.isUnsignedInteger(8))
-    return at::kByte;
-  if (type.isInteger(64))
-    return at::kLong;
-  if (type.isInteger(32))
-    return at::kInt;
-  if (type.isInteger(16))
-    return at::kShort;
-  if (type.isInteger(8))
-    return at::kChar;
-  if (type.isInteger(1))
-    return at::kBool;
-  if (auto complex = dyn_cast<ComplexType>(type)) {
-    if (complex.getElementType().isF32())
-      return at::kComplexFloat;
-    if (complex.getElementType().isF64())
-      return at::kComplexDouble;
-  }
+  if (std::optional<plan::DType> d = planDType(type))
+    return fsdp::runtime::scalarType(*d);
   std::string name;
   llvm::raw_string_ostream os(name);
   os << type;

@@ -272,6 +272,10 @@ nlohmann::json instructionJson(const Instruction &inst);
 
 c10::ScalarType parseDtype(const std::string &name);
 std::string dtypeName(c10::ScalarType dtype);
+/// libtorch's scalar type of a plan dtype, and back (none: a dtype plans
+/// do not hold).
+c10::ScalarType scalarType(plan::DType dtype);
+std::optional<plan::DType> planDType(c10::ScalarType dtype);
 
 } // namespace fsdp::runtime
 
