@@ -21,13 +21,13 @@ a random waveform, classifiers on cross-entropy. Prints a markdown table.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "test", "fixtures"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
@@ -39,6 +39,7 @@ except ImportError:
              "torchaudio==2.11.0")
 
 import fsdp_export  # noqa: E402
+import heldout  # noqa: E402
 import train_parity  # noqa: E402
 from fsdp_parity import check_memory  # noqa: E402
 
@@ -185,22 +186,12 @@ def main():
                            os.path.join(d, "m.pt"), "--data", data, "--nproc", str(w),
                            "--threads", "1", "--metrics", metrics, "--save", final,
                            "--memory-timeline", timeline]
-                try:
-                    for cmd in (compile_cmd, run_cmd):
-                        subprocess.run(cmd, check=True, capture_output=True, text=True)
-                except subprocess.CalledProcessError as e:
-                    last = (e.stderr or e.stdout).strip().splitlines()
-                    print(f"| {name} | {w} | {os.path.basename(e.cmd[0])} failed: "
-                          f"{last[-1] if last else e.returncode} | | |", flush=True)
+                failed = heldout.run_commands([compile_cmd, run_cmd])
+                if failed:
+                    print(f"| {name} | {w} | {failed} | | |", flush=True)
                     continue
-                with open(plan) as f:
-                    n_autograd = sum(i["kind"] == "autograd_backward"
-                                     for i in json.load(f)["instructions"])
-                ref_args = argparse.Namespace(
-                    optimizer="adamw", lr=0.001, beta1=0.9, beta2=0.999, eps=1e-8,
-                    weight_decay=None, amsgrad=False, maximize=False, lr_schedule=None,
-                    warmup_steps=0, total_steps=0, max_grad_norm=None, steps=steps,
-                    loss=loss, grad_accum=1, seed=None, mixed_precision=None)
+                n_autograd = heldout.autograd_instructions(plan)
+                ref_args = heldout.adamw_reference(steps, loss)
                 losses, module, expected = train_parity.reference(
                     ref_args, os.path.join(d, "m.pt"), data, w)
                 bad, compared = train_parity.compare(name, losses, module, metrics, final,

@@ -22,9 +22,7 @@ eager reference doing the same casts. Prints a markdown table.
 
 import argparse
 import copy
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -39,6 +37,9 @@ import torchvision.models.video as tvv  # noqa: E402
 
 import fsdp_export  # noqa: E402
 import train_parity  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import heldout  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "bench", "memory"))
 import bench_memory  # noqa: E402
@@ -123,23 +124,13 @@ def main():
                            "--metrics", metrics, "--save", final]
                 if args.seed is not None:
                     run_cmd += ["--seed", str(args.seed)]
-                try:
-                    for cmd in (compile_cmd, run_cmd):
-                        subprocess.run(cmd, check=True, capture_output=True, text=True)
-                except subprocess.CalledProcessError as e:
-                    last = (e.stderr or e.stdout).strip().splitlines()
-                    print(f"| {name} | {w} | {os.path.basename(e.cmd[0])} failed: "
-                          f"{last[-1] if last else e.returncode} | |", flush=True)
+                failed = heldout.run_commands([compile_cmd, run_cmd])
+                if failed:
+                    print(f"| {name} | {w} | {failed} | |", flush=True)
                     continue
-                with open(plan) as f:
-                    n_autograd = sum(i["kind"] == "autograd_backward"
-                                     for i in json.load(f)["instructions"])
-                ref_args = argparse.Namespace(
-                    optimizer="adamw", lr=0.001, beta1=0.9, beta2=0.999, eps=1e-8,
-                    weight_decay=None, amsgrad=False, maximize=False, lr_schedule=None,
-                    warmup_steps=0, total_steps=0, max_grad_norm=None, steps=steps,
-                    loss="cross_entropy", grad_accum=1, seed=args.seed,
-                    mixed_precision=args.mixed_precision)
+                n_autograd = heldout.autograd_instructions(plan)
+                ref_args = heldout.adamw_reference(steps, "cross_entropy", args.seed,
+                                                   args.mixed_precision)
                 # Mixed precision: the reference is the nn.Module itself, whose
                 # code creates tensors in its inputs' dtype where the traced
                 # module recorded float32 (fsdp-opt does as the code does).
