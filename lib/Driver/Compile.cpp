@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/Driver/Compile.h"
-#include "fsdp/Import/TorchScript/Import.h"
+#include "fsdp/Import/Import.h"
 #include "fsdp/Target/Plan/PlanEmitter.h"
 #include "fsdp/Transforms/Report.h"
 

@@ -13,7 +13,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fsdp/Import/TorchScript/Import.h"
+#include "fsdp/Import/Import.h"
+
+#include "../Core/StepBuilder.h"
 
 #include "fsdp/Dialect/ATen/IR/ATenBuilder.h"
 #include "fsdp/Dialect/ATen/IR/ATenDialect.h"
@@ -51,83 +53,12 @@
 
 using namespace mlir;
 using namespace fsdp;
+using namespace fsdp::import;
 namespace jit = torch::jit;
 
 using fsdp::runtime::firstLine;
 
 namespace {
-
-/// Thrown inside the walk to unwind to the entry point; the diagnostic has
-/// already been emitted.
-struct ImportFailure {};
-
-/// What the interpreter knows about a TorchScript value.
-struct AbsValue {
-  enum class Kind { Unknown, Tensor, Constant, Module, Sequence };
-  Kind kind = Kind::Unknown;
-  Value tensor;                    // Kind::Tensor
-  c10::IValue constant;            // Kind::Constant (a tensor constant too)
-  c10::intrusive_ptr<c10::ivalue::Object> module; // Kind::Module
-  std::string path;                // Kind::Module: its path from the root
-  std::vector<AbsValue> elements;  // Kind::Sequence: a list or tuple
-  bool isTuple = false;
-
-  static AbsValue ofTensor(Value v) {
-    AbsValue a;
-    a.kind = Kind::Tensor;
-    a.tensor = v;
-    return a;
-  }
-  static AbsValue ofConstant(c10::IValue v) {
-    AbsValue a;
-    a.kind = Kind::Constant;
-    a.constant = std::move(v);
-    return a;
-  }
-  static AbsValue ofSequence(std::vector<AbsValue> elements, bool isTuple) {
-    AbsValue a;
-    a.kind = Kind::Sequence;
-    a.elements = std::move(elements);
-    a.isTuple = isTuple;
-    return a;
-  }
-  bool isConstant() const { return kind == Kind::Constant; }
-  bool isTensor() const { return kind == Kind::Tensor; }
-  /// True if no part of it depends on runtime data.
-  bool isFullyConstant() const {
-    if (kind == Kind::Constant)
-      return true;
-    if (kind == Kind::Sequence)
-      return llvm::all_of(elements,
-                          [](const AbsValue &e) { return e.isFullyConstant(); });
-    return false;
-  }
-};
-
-/// True if `abs` is, or holds in a list or tuple, a tensor for which `pred`
-/// holds.
-bool holdsTensor(const AbsValue &abs, llvm::function_ref<bool(Value)> pred) {
-  if (abs.isTensor())
-    return pred(abs.tensor);
-  return llvm::any_of(abs.elements,
-                      [&](const AbsValue &e) { return holdsTensor(e, pred); });
-}
-
-/// Replaces `old` by `updated` wherever `abs` holds it.
-void replaceTensor(AbsValue &abs, Value old, Value updated) {
-  if (abs.isTensor() && abs.tensor == old)
-    abs.tensor = updated;
-  for (AbsValue &e : abs.elements)
-    replaceTensor(e, old, updated);
-}
-
-/// A parameter or buffer symbol.
-struct StateInfo {
-  std::string fqn; // canonical name (the first in state_dict order)
-  bool isParam = false;
-  RankedTensorType type;
-  RankedTensorType readType; // what the step reads: `type`, or mixed precision's
-};
 
 /// The elements of storage a tensor is: two tensors with the same view are
 /// the same values (an alias of a parameter is that parameter).
@@ -200,68 +131,6 @@ struct SourceFrame {
   bool inTorch = false;
 };
 
-/// One op call, as emitCall's steps share it.
-struct CallSite {
-  jit::Node *node;
-  const c10::FunctionSchema &schema;
-  std::string overload; // `name.overload`
-  Location loc;
-  /// The schema positions of the arguments the op writes.
-  std::vector<int64_t> mutated;
-  /// The tensors it writes (mutated's), and how many results its schema
-  /// has (the new values of the written tensors follow them).
-  SmallVector<Value> mutatedOperands;
-  unsigned numSchemaResults = 0;
-  /// Writes through a chain of slices and selects of a base that is read
-  /// afterwards (`out[:, :m] = v`): the written tensor's index in
-  /// mutatedOperands, the views from it up to the base, and the base, whose
-  /// new value scatters the written one back (scatterIntoBases).
-  struct Scatter {
-    size_t written;
-    SmallVector<aten::CallOp> views;
-    Value base;
-  };
-  SmallVector<Scatter> scatters;
-};
-
-/// A call's arguments in schema order, and the stack of its meta call.
-struct CallArguments {
-  SmallVector<Attribute> args;
-  SmallVector<Value> operands;
-  jit::Stack stack;
-};
-
-/// The types of a call's schema results.
-struct CallResults {
-  SmallVector<Type> types;
-  /// Whether the one result is a Tensor[].
-  bool list = false;
-  /// The types each node output stands for (none for None).
-  std::vector<std::vector<Type>> ofOutput;
-  /// `aten.result_strides`, one entry per schema result; written only if
-  /// anyStrided.
-  SmallVector<Attribute> strides;
-  bool anyStrided = false;
-  /// `aten.internal_views`: the schema results the kernel returns as a
-  /// view of a tensor of its own (einsum's permuted product), whose
-  /// storage two tensors hold.
-  SmallVector<int64_t> internalViews;
-};
-
-/// What typing an op without a meta kernel knows of it (typeWithoutMeta).
-struct MetalessTyping {
-  jit::Node *node;
-  const c10::FunctionSchema &schema;
-  const std::string &overload;
-  const std::string &metaError;
-  Location loc;
-  /// The arguments as the meta call had them.
-  jit::Stack args;
-  /// The result shapes from ATen's shape function, where it has one.
-  std::optional<std::vector<std::vector<int64_t>>> shapes;
-  int64_t inputBytes = 0, resultBytes = 0;
-};
-
 /// forward's arguments, as the step receives them.
 struct StepInputs {
   SmallVector<Type> types;
@@ -271,26 +140,14 @@ struct StepInputs {
   SmallVector<std::pair<jit::Value *, AbsValue>> bound;
 };
 
-class Importer {
+class Importer : public StepBuilder {
 public:
   Importer(MLIRContext *context, llvm::StringRef path)
-      : context(context), builder(context), path(path.str()) {}
+      : StepBuilder(context, path) {}
 
   OwningOpRef<ModuleOp> run(const ImportOptions &options);
 
 private:
-  // Types and values.
-  Type elementType(at::ScalarType dtype, Location loc);
-  at::ScalarType scalarType(Type type, Location loc);
-  RankedTensorType tensorType(const at::Tensor &t, Location loc);
-  at::Tensor metaTensor(RankedTensorType type, Location loc);
-  Value materialize(const at::Tensor &constant, Location loc);
-  /// The SSA tensor `abs` stands for (a constant tensor is materialized), or
-  /// null if it is not a tensor.
-  Value tensorValue(const AbsValue &abs, Location loc);
-  Attribute constantAttr(const c10::IValue &value, const c10::Argument *arg,
-                         Location loc, const std::string &what);
-
   // Inlining that remembers which module's code each node came from, and
   // the calls it was inlined through.
   void inlineCalls(jit::Block *block);
@@ -308,8 +165,6 @@ private:
   bool underTorch(llvm::StringRef file) const;
 
   // The entry point's steps.
-  LogicalResult setComputeTypes(const ImportOptions &options,
-                                Location fileLoc);
   void importStep(const ImportOptions &options, TimingScope &timing,
                   Location fileLoc);
   jit::Module loadModule(jit::ExtraFilesMap &extra, Location fileLoc);
@@ -323,7 +178,6 @@ private:
   StepInputs matchInputs(const c10::FunctionSchema &schema,
                          const std::vector<InputSpec> &specs,
                          Location fileLoc);
-  void summarizeInputs(const std::vector<InputSpec> &specs);
   void createStep(const StepInputs &inputs, const jit::Module &root,
                   Location fileLoc);
   void finishStep(const StepInputs &inputs, Location fileLoc);
@@ -357,49 +211,14 @@ private:
   bool foldOnConstants(jit::Node *node, Location loc);
   void visitTypeProperty(jit::Node *node, Location loc);
   void evaluateConstant(jit::Node *node);
-
-  // An op call: emitCall's steps.
+  /// The node's op call, through the core (StepBuilder::emitCall).
   void emitCall(jit::Node *node, const c10::FunctionSchema &schema);
-  std::vector<int64_t> mutatedArguments(const CallSite &site);
-  CallArguments callArguments(const CallSite &site);
-  void addTensorList(CallArguments &out, const AbsValue &list,
-                     const std::string &what, Location loc);
-  void addOptionalTensorList(CallArguments &out, const AbsValue &list,
-                             const std::string &what, Location loc);
-  void addConstantTensorList(CallArguments &out, c10::List<c10::IValue> list,
-                             Location loc);
-  bool typeByMeta(const CallSite &site, jit::Stack &stack,
-                  std::string &metaError);
-  CallResults callResults(const CallSite &site, const jit::Stack &stack,
-                          bool kernelLayouts);
-  Attribute resultStridesAttr(const at::Tensor &t, bool ownResult);
-  void checkWritesThroughAliases(CallSite &site);
-  void scatterIntoBases(const CallSite &site, aten::CallOp call);
-  Value aliasedInput(const CallSite &site, const c10::AliasInfo *info);
-  void recordView(Value result, Value base);
-  Value writtenResult(const CallSite &site, aten::CallOp call,
-                      const c10::AliasInfo *info);
-  void bindResults(const CallSite &site, aten::CallOp call,
-                   const CallResults &results);
-  void rebindWritten(const CallSite &site, aten::CallOp call);
-
-  // Typing an op that has no meta kernel.
-  jit::Stack typeWithoutMeta(jit::Node *node, const c10::FunctionSchema &schema,
-                             const std::string &overload,
-                             const std::string &metaError, Location loc,
-                             bool &kernelLayouts);
-  jit::Stack typeByWholeRun(const MetalessTyping &t);
-  jit::Stack typeBySample(const MetalessTyping &t);
-  jit::Stack typeByProbes(const MetalessTyping &t, int64_t sampleBytes);
-  [[noreturn]] void typingTooLarge(const MetalessTyping &t,
-                                   const std::string &why);
+  bool readAfter(const CallSite &site,
+                 llvm::function_ref<bool(Value)> aliases) override;
+  void replaceEverywhere(Value old, Value updated) override;
 
   AbsValue &lookup(jit::Value *value);
   void bind(jit::Value *value, AbsValue abs);
-  c10::IValue toIValue(const AbsValue &abs, const c10::TypePtr &type,
-                       bool meta, Location loc);
-  AbsValue fromIValue(const c10::IValue &value);
-  Value stateValue(const std::string &fqn, Location loc);
   const std::string *stateOfTensor(const at::Tensor &t) const;
   AbsValue attributeAbs(const std::string &name, const c10::IValue &value,
                         jit::Node *node, Location loc);
@@ -408,27 +227,9 @@ private:
                            jit::Node *node);
   void flattenOutputs(const AbsValue &abs, Location loc,
                       SmallVectorImpl<Value> &out);
-
-  /// Emits the error at `loc`, naming the module whose code it is in (the
-  /// NameLoc locationOf puts around it), as the gradient errors do.
-  [[noreturn]] void fail(Location loc, const llvm::Twine &message) {
-    InFlightDiagnostic diag = emitError(loc) << message;
-    if (auto name = dyn_cast<NameLoc>(loc)) {
-      std::string path = name.getName().str();
-      diag << " [in module '" << path << "'";
-      auto cls = moduleClasses.find(path);
-      if (cls != moduleClasses.end())
-        diag << " (" << cls->second << ")";
-      diag << "]";
-    }
-    throw ImportFailure{};
-  }
-
-  MLIRContext *context;
-  OpBuilder builder;
-  std::string path;
-  ModuleOp module;
-  func::FuncOp func;
+  /// Input `i` of `node`, as the op receives it: under mixed precision, a
+  /// filling factory's float32 dtype is the compute dtype.
+  const AbsValue &argument(jit::Node *node, size_t i);
 
   jit::Graph *graph = nullptr;
   llvm::DenseMap<jit::Value *, AbsValue> env;
@@ -445,40 +246,13 @@ private:
   // Torch's package directories (ending in "torch/"), as the traced stacks
   // name them.
   llvm::StringSet<> torchRoots;
-  // The class of each module, by path (`fsdp.modules`), for messages.
-  llvm::StringMap<std::string> moduleClasses;
-  // State symbols by every FQN that names them (aliases of tied weights too).
-  llvm::StringMap<StateInfo> states;
   // The canonical FQN of each parameter and buffer by its tensor, and by
   // its view of storage (an alias: the same elements): a module attribute
   // that holds one, directly or in a list or tuple (nn.LSTM's
   // `_flat_weights`), is that state.
   llvm::DenseMap<const c10::TensorImpl *, std::string> stateByTensor;
   std::map<TensorView, std::string> stateByView;
-  // Canonical FQN -> its current value in the step (read lazily, once).
-  llvm::StringMap<Value> current;
-  llvm::StringMap<Value> initial;
-  std::vector<std::string> stateOrder;
-  // Canonical FQN of a tensor value read from a buffer or parameter, so that
-  // an in-place update of it becomes a state update.
-  llvm::DenseMap<Value, std::string> stateOf;
-  // The tensor each view (a result aliasing an input) is a view of.
-  llvm::DenseMap<Value, Value> viewBase;
   int64_t unrolledIterations = 0;
-  // The last `fsdp.get`: state reads stay together at the top, in the order
-  // the forward first uses them.
-  Operation *lastRead = nullptr;
-  // Overloads whose meta call failed once.
-  llvm::StringSet<> noMetaKernel;
-  // Mixed precision's compute types (ImportOptions); null: the model's own.
-  Type paramDtype, bufferDtype;
-  // The param dtype as a ScalarType argument (see argument()).
-  AbsValue computeDtypeArgument;
-  /// Input `i` of `node`, as the op receives it: under mixed precision, a
-  /// filling factory's float32 dtype is the compute dtype.
-  AbsValue &argument(jit::Node *node, size_t i);
-  // The input specs, for messages about shapes that do not fit the model.
-  std::string inputSummary;
   // Buffers registered with persistent=False (fsdp_export.py records them).
   llvm::StringSet<> nonPersistent;
   // The archive, read without the values of its tensors; the values of
@@ -491,68 +265,9 @@ private:
                  const fsdp::runtime::ModelArchive::Entry *>
       skippedStorages;
   llvm::DenseMap<const c10::TensorImpl *, at::Tensor> constantValues;
-  std::vector<std::pair<std::string, int64_t>> valuesRead;
 };
 
 } // namespace
-
-//===----------------------------------------------------------------------===//
-// Types
-//===----------------------------------------------------------------------===//
-
-/// Through the plan's dtype table (PlanSchema.h): a tensor the importer
-/// types is one a plan can hold.
-Type Importer::elementType(at::ScalarType dtype, Location loc) {
-  if (std::optional<plan::DType> d = fsdp::runtime::planDType(dtype))
-    return fsdp::elementType(*d, context);
-  fail(loc, llvm::Twine("tensors of dtype ") + c10::toString(dtype) +
-                " are not supported");
-}
-
-at::ScalarType Importer::scalarType(Type type, Location loc) {
-  if (std::optional<plan::DType> d = planDType(type))
-    return fsdp::runtime::scalarType(*d);
-  std::string name;
-  llvm::raw_string_ostream os(name);
-  os << type;
-  fail(loc, "element type " + name + " has no ATen dtype");
-}
-
-RankedTensorType Importer::tensorType(const at::Tensor &t, Location loc) {
-  return RankedTensorType::get(t.sizes().vec(),
-                               elementType(t.scalar_type(), loc));
-}
-
-at::Tensor Importer::metaTensor(RankedTensorType type, Location loc) {
-  return at::empty(type.getShape().vec(),
-                   at::TensorOptions()
-                       .dtype(scalarType(type.getElementType(), loc))
-                       .device(at::kMeta));
-}
-
-Value Importer::materialize(const at::Tensor &constant, Location loc) {
-  at::Tensor t = constant.contiguous().cpu();
-  RankedTensorType type = tensorType(t, loc);
-  DenseElementsAttr value;
-  if (t.scalar_type() == at::kBool) {
-    auto data = t.data_ptr<bool>();
-    value = DenseElementsAttr::get(
-        type, llvm::ArrayRef<bool>(data, data + t.numel()));
-  } else {
-    llvm::ArrayRef<char> raw(static_cast<const char *>(t.data_ptr()),
-                             t.numel() * t.element_size());
-    value = DenseElementsAttr::getFromRawBuffer(type, raw);
-  }
-  return aten::ConstantOp::create(builder, loc, type, value);
-}
-
-Value Importer::tensorValue(const AbsValue &abs, Location loc) {
-  if (abs.isTensor())
-    return abs.tensor;
-  if (abs.isConstant() && abs.constant.isTensor())
-    return materialize(abs.constant.toTensor(), loc);
-  return Value();
-}
 
 //===----------------------------------------------------------------------===//
 // Locations: the TorchScript source range, named by the module path
@@ -809,7 +524,6 @@ void Importer::declareState(const jit::Module &root) {
   using Key = std::tuple<const void *, int64_t, std::vector<int64_t>,
                          std::vector<int64_t>>;
   std::map<Key, std::string> canonical;
-  llvm::StringMap<Operation *> symbols;
 
   auto declare = [&](const std::string &modulePath, const jit::Module &owner,
                      const std::string &name, const at::Tensor &t,
@@ -828,52 +542,14 @@ void Importer::declareState(const jit::Module &root) {
                               : canonical.emplace(key, fqn);
     if (!inserted) {
       // A tied weight: one symbol, with this FQN as an alias.
-      StateInfo info = states.lookup(it->second);
-      states[fqn] = info;
-      remember(info.fqn);
-      Operation *symbol = symbols.lookup(it->second);
-      auto addAlias = [&](auto op) {
-        SmallVector<Attribute> aliases;
-        if (auto existing = op.getAliases())
-          aliases.append(existing->begin(), existing->end());
-        aliases.push_back(builder.getStringAttr(fqn));
-        op.setAliasesAttr(builder.getArrayAttr(aliases));
-      };
-      if (auto param = dyn_cast<ParamOp>(symbol))
-        addAlias(param);
-      else
-        addAlias(cast<BufferOp>(symbol));
+      aliasStateSymbol(it->second, fqn);
+      remember(states.lookup(it->second).fqn);
       return;
     }
-    StateInfo info;
-    info.fqn = fqn;
-    info.isParam = isParam;
-    info.type = tensorType(t, loc);
-    if (isParam && isa<ComplexType>(info.type.getElementType()))
-      fail(loc, "parameter '" + fqn + "' is complex (" +
-                    c10::toString(t.scalar_type()) +
-                    "): fsdp-opt shards real parameters only; hold it as "
-                    "real pairs (torch.view_as_real(w), a [..., 2] "
-                    "parameter) and take torch.view_as_complex of it in "
-                    "forward");
-    if (isParam && !isa<FloatType>(info.type.getElementType()))
-      fail(loc, "parameter '" + fqn + "' is not floating point");
-    info.readType = info.type;
-    if (Type compute = isParam ? paramDtype : bufferDtype;
-        compute && isa<FloatType>(info.type.getElementType()))
-      info.readType = RankedTensorType::get(info.type.getShape(), compute);
-    states[fqn] = info;
-    remember(fqn);
-    stateOrder.push_back(fqn);
     std::string cls = cleanClassName(owner.type()->name()->qualifiedName());
-    Operation *op;
-    if (isParam)
-      op = ParamOp::create(builder, loc, fqn, info.type, modulePath, cls,
-                                   ArrayAttr());
-    else
-      op = BufferOp::create(builder, loc, fqn, info.type, modulePath, cls,
-                            ArrayAttr(), nonPersistent.contains(fqn));
-    symbols[fqn] = op;
+    declareStateSymbol(fqn, modulePath, cls, t, isParam,
+                       /*persistent=*/!nonPersistent.contains(fqn), loc);
+    remember(fqn);
   };
 
   // state_dict order: each module's parameters, then its buffers, preorder.
@@ -891,26 +567,6 @@ void Importer::declareState(const jit::Module &root) {
       declare(named.name, m, b.name, b.value, /*isParam=*/false);
   }
   module->setAttr(kModulesAttr, builder.getArrayAttr(modules));
-}
-
-Value Importer::stateValue(const std::string &fqn, Location loc) {
-  const StateInfo &info = states.find(fqn)->second;
-  Value &value = current[info.fqn];
-  if (!value) {
-    // Read each symbol once, at the start of the step.
-    OpBuilder::InsertionGuard guard(builder);
-    if (lastRead)
-      builder.setInsertionPointAfter(lastRead);
-    else
-      builder.setInsertionPointToStart(&func.getBody().front());
-    auto read = GetOp::create(builder, loc, info.readType,
-                              FlatSymbolRefAttr::get(context, info.fqn));
-    lastRead = read;
-    value = read;
-    initial[info.fqn] = value;
-    stateOf[value] = info.fqn;
-  }
-  return value;
 }
 
 /// The state a tensor that a module attribute holds is: a parameter or
@@ -975,48 +631,6 @@ AbsValue &Importer::lookup(jit::Value *value) {
 
 void Importer::bind(jit::Value *value, AbsValue abs) {
   env[value] = std::move(abs);
-}
-
-AbsValue Importer::fromIValue(const c10::IValue &value) {
-  return AbsValue::ofConstant(value);
-}
-
-c10::IValue Importer::toIValue(const AbsValue &abs, const c10::TypePtr &type,
-                               bool meta, Location loc) {
-  switch (abs.kind) {
-  case AbsValue::Kind::Constant:
-    if (meta && abs.constant.isTensor())
-      return abs.constant.toTensor().to(at::kMeta);
-    return abs.constant;
-  case AbsValue::Kind::Tensor:
-    if (!meta)
-      fail(loc, "internal: a runtime tensor has no constant value");
-    return metaTensor(cast<RankedTensorType>(abs.tensor.getType()), loc);
-  case AbsValue::Kind::Module:
-    return abs.module;
-  case AbsValue::Kind::Sequence: {
-    if (abs.isTuple) {
-      std::vector<c10::IValue> elems;
-      auto tupleType = type ? type->cast<c10::TupleType>() : nullptr;
-      for (size_t i = 0; i < abs.elements.size(); ++i)
-        elems.push_back(toIValue(abs.elements[i],
-                                 tupleType ? tupleType->elements()[i] : nullptr,
-                                 meta, loc));
-      return c10::ivalue::Tuple::create(std::move(elems));
-    }
-    c10::TypePtr elemType = c10::AnyType::get();
-    if (type)
-      if (auto listType = type->cast<c10::ListType>())
-        elemType = listType->getElementType();
-    c10::impl::GenericList list(elemType);
-    for (const AbsValue &e : abs.elements)
-      list.push_back(toIValue(e, elemType, meta, loc));
-    return list;
-  }
-  case AbsValue::Kind::Unknown:
-    break;
-  }
-  fail(loc, "a value the importer could not determine is used here");
 }
 
 //===----------------------------------------------------------------------===//
@@ -1577,25 +1191,46 @@ bool Importer::visitTensorMetadata(jit::Node *node) {
   return false;
 }
 
-AbsValue &Importer::argument(jit::Node *node, size_t i) {
-  AbsValue &a = lookup(node->inputs()[i]);
-  // Mixed precision: a traced model records `dtype=x.dtype` as the dtype
-  // the tracer saw, float32. A factory that fills a new float32 tensor
-  // (nn.LSTM's initial state, stochastic depth's noise) creates the compute
-  // dtype instead, as the model's code does in eager on bf16 tensors.
-  // Ranges (`arange`, `linspace`) keep their dtype: bf16 would round their
-  // integers.
+const AbsValue &Importer::argument(jit::Node *node, size_t i) {
+  const AbsValue &a = lookup(node->inputs()[i]);
   const c10::FunctionSchema *schema = node->maybeSchema();
-  if (!paramDtype || !schema || i >= schema->arguments().size() ||
-      schema->arguments()[i].name() != "dtype" ||
-      !aten::hasFact(schema->name(), aten::OpFact::FillingFactory) ||
-      !a.isConstant() || !a.constant.isInt() ||
-      a.constant.toInt() != static_cast<int64_t>(at::kFloat))
+  if (!schema)
     return a;
-  if (computeDtypeArgument.kind != AbsValue::Kind::Constant)
-    computeDtypeArgument = fromIValue(c10::IValue(static_cast<int64_t>(
-        scalarType(paramDtype, locationOf(node)))));
-  return computeDtypeArgument;
+  return computeDtypeArgument(*schema, i, a, locationOf(node));
+}
+
+void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
+  CallSite site{schema, overloadName(schema), locationOf(node)};
+  site.run = [op = node->getOperation()](jit::Stack &stack) mutable {
+    op(stack);
+  };
+  for (size_t i = 0; i < node->inputs().size(); ++i) {
+    site.args.push_back(&argument(node, i));
+    site.argTypes.push_back(node->inputs()[i]->type());
+  }
+  site.numOutputs = node->outputs().size();
+  site.position = node;
+  std::vector<AbsValue> outputs = StepBuilder::emitCall(site);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    bind(node->outputs()[i], std::move(outputs[i]));
+}
+
+bool Importer::readAfter(const CallSite &site,
+                         llvm::function_ref<bool(Value)> aliases) {
+  auto *node = static_cast<const jit::Node *>(site.position);
+  for (auto &entry : env) {
+    if (!holdsTensor(entry.second, aliases))
+      continue;
+    for (const jit::Use &use : entry.first->uses())
+      if (use.user->isAfter(node))
+        return true;
+  }
+  return false;
+}
+
+void Importer::replaceEverywhere(Value old, Value updated) {
+  for (auto &entry : env)
+    replaceTensor(entry.second, old, updated);
 }
 
 void Importer::evaluateConstant(jit::Node *node) {
@@ -1622,20 +1257,6 @@ void Importer::evaluateConstant(jit::Node *node) {
     if (!value.isTensor())
       bind(input, fromIValue(value));
 }
-
-namespace {
-/// Operators whose schema does not say that they write an argument, but do:
-/// batch_norm updates the running statistics in training mode.
-struct HiddenMutation {
-  const char *name;
-  std::vector<int64_t> args;
-  int64_t trainingArg; // the argument that says whether it writes, or -1
-};
-const HiddenMutation kHiddenMutations[] = {
-    {"aten::batch_norm", {3, 4}, 5},
-    {"aten::instance_norm", {3, 4}, 5},
-};
-} // namespace
 
 void Importer::visitOperator(jit::Node *node) {
   const c10::FunctionSchema &schema = node->schema();
@@ -1711,18 +1332,6 @@ bool Importer::foldOnConstants(jit::Node *node, Location loc) {
   });
 }
 
-/// True if `value` is, or holds in a list or tuple, a tensor.
-static bool holdsTensorValue(const c10::IValue &value) {
-  if (value.isTensor())
-    return true;
-  if (value.isList())
-    return llvm::any_of(value.toListRef(), holdsTensorValue);
-  if (value.isTuple())
-    return llvm::any_of(value.toTupleRef().elements(), holdsTensorValue);
-  return false;
-}
-
-/// An op on tensors that returns no tensor. A property of the tensors'
 /// static types (is_floating_point, is_nested) is what the op computes on
 /// meta tensors; a value read from tensor data is not known before the step
 /// runs.
@@ -1750,797 +1359,6 @@ void Importer::visitTypeProperty(jit::Node *node, Location loc) {
                 "training step cannot depend on");
 }
 
-Attribute Importer::constantAttr(const c10::IValue &value,
-                                 const c10::Argument *arg, Location loc,
-                                 const std::string &what) {
-  if (value.isNone())
-    return aten::NoneAttr::get(context);
-  bool isDtype = arg && arg->real_type()->kind() == c10::TypeKind::ScalarTypeType;
-  if (!isDtype && arg)
-    if (auto opt = arg->real_type()->cast<c10::OptionalType>())
-      isDtype = opt->getElementType()->kind() == c10::TypeKind::ScalarTypeType;
-  if (value.isInt() && isDtype)
-    return TypeAttr::get(elementType(
-        static_cast<at::ScalarType>(value.toInt()), loc));
-  if (value.isBool())
-    return builder.getBoolAttr(value.toBool());
-  if (value.isInt())
-    return builder.getI64IntegerAttr(value.toInt());
-  if (value.isDouble())
-    return builder.getF64FloatAttr(value.toDouble());
-  if (value.isComplexDouble()) {
-    c10::complex<double> z = value.toComplexDouble();
-    return aten::ComplexAttr::get(context, builder.getF64FloatAttr(z.real()),
-                                  builder.getF64FloatAttr(z.imag()));
-  }
-  if (value.isString())
-    return builder.getStringAttr(value.toStringRef());
-  if (value.isDevice())
-    return builder.getStringAttr(value.toDevice().str());
-  if (value.isList()) {
-    SmallVector<Attribute> elements;
-    for (const c10::IValue &e : value.toListRef())
-      elements.push_back(constantAttr(e, nullptr, loc, what));
-    return builder.getArrayAttr(elements);
-  }
-  if (value.isTuple()) {
-    SmallVector<Attribute> elements;
-    for (const c10::IValue &e : value.toTupleRef().elements())
-      elements.push_back(constantAttr(e, nullptr, loc, what));
-    return builder.getArrayAttr(elements);
-  }
-  fail(loc, what + " of type " + value.tagKind() +
-                " cannot be kept as an attribute");
-}
-
-/// What the importer may allocate to type one op without a meta kernel.
-constexpr int64_t kCpuTypingBudget = int64_t(256) << 20;
-/// Results up to this size are computed whole even when a shape function
-/// knows them (which checks the shape function against the op); larger ones
-/// take one sample.
-constexpr int64_t kWholeRunBytes = int64_t(16) << 20;
-
-/// Byte counts that saturate at INT64_MAX instead of overflowing.
-static int64_t saturatingMul(int64_t a, int64_t b) {
-  constexpr int64_t max = std::numeric_limits<int64_t>::max();
-  return a != 0 && b > max / a ? max : a * b;
-}
-static int64_t saturatingAdd(int64_t a, int64_t b) {
-  constexpr int64_t max = std::numeric_limits<int64_t>::max();
-  return b > max - a ? max : a + b;
-}
-static int64_t numelOf(llvm::ArrayRef<int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n = saturatingMul(n, std::max<int64_t>(d, 0));
-  return n;
-}
-
-/// The result shapes of `schema` from ATen's own shape function (the JIT's
-/// symbolic shape registry), given the arguments with runtime tensors as
-/// meta tensors; none if it has no shape function or one that does not run
-/// on these arguments.
-static std::optional<std::vector<std::vector<int64_t>>>
-shapesFromShapeFunction(const c10::FunctionSchema &schema,
-                        const jit::Stack &args) {
-  c10::optional<std::shared_ptr<jit::Graph>> graph =
-      jit::shapeComputeGraphForSchema(schema);
-  // What torch.jit.trace records for a convolution has no shape function of
-  // its own; aten::convolution's takes its leading arguments.
-  if (!graph && schema.name() == "aten::_convolution")
-    if (auto handle = c10::Dispatcher::singleton().findSchema(
-            {"aten::convolution", ""}))
-      graph = jit::shapeComputeGraphForSchema(handle->schema());
-  if (!graph || (*graph)->inputs().size() > args.size())
-    return std::nullopt;
-  jit::Stack stack;
-  for (size_t i = 0; i < (*graph)->inputs().size(); ++i) {
-    const c10::IValue &v = args[i];
-    if (v.isTensor())
-      stack.push_back(c10::List<int64_t>(v.toTensor().sizes().vec()));
-    else if (v.isList() &&
-             llvm::any_of(v.toListRef(),
-                          [](const c10::IValue &e) { return e.isTensor(); }))
-      return std::nullopt; // shape functions take no tensor lists
-    else
-      stack.push_back(v);
-  }
-  try {
-    jit::Code code(*graph, "shape");
-    jit::InterpreterState(code).run(stack);
-  } catch (const std::exception &) {
-    return std::nullopt;
-  }
-  if (stack.size() != 1)
-    return std::nullopt;
-  std::vector<c10::IValue> results;
-  if (stack[0].isTuple())
-    results = stack[0].toTupleRef().elements().vec();
-  else
-    results.push_back(stack[0]);
-  std::vector<std::vector<int64_t>> shapes;
-  for (const c10::IValue &r : results) {
-    if (!r.isIntList())
-      return std::nullopt;
-    shapes.push_back(r.toIntVector());
-  }
-  return shapes;
-}
-
-/// Bytes of the runtime tensors (meta tensors here) an op would be given.
-static int64_t runtimeTensorBytes(const c10::IValue &x) {
-  if (x.isTensor() && x.toTensor().is_meta())
-    return saturatingMul(numelOf(x.toTensor().sizes()),
-                         static_cast<int64_t>(x.toTensor().element_size()));
-  int64_t bytes = 0;
-  if (x.isList())
-    for (const c10::IValue &e : x.toListRef())
-      bytes = saturatingAdd(bytes, runtimeTensorBytes(e));
-  return bytes;
-}
-
-/// How runOnCpu shrinks the inputs: `batch` > 0, inputs whose first
-/// dimension is `batch` get one sample; kAllOnes, every dimension of every
-/// input is 1; kAllButLast, every one but the last (0 stays 0).
-constexpr int64_t kAllOnes = -1, kAllButLast = -2;
-
-/// `x` on the CPU, filled with `fill`, shrunk as `batch` says (runOnCpu);
-/// an argument the op writes gets memory of its own, and so does every
-/// input of a whole run (batch 0): contiguous, as the meta call has them,
-/// so that the kernel lays its results out as it will in the step.
-static c10::IValue cpuValue(const c10::IValue &x, double fill, int64_t batch,
-                            bool written) {
-  if (x.isTensor() && x.toTensor().is_meta()) {
-    const at::Tensor &t = x.toTensor();
-    std::vector<int64_t> sizes = t.sizes().vec();
-    if (batch > 0 && !sizes.empty() && sizes[0] == batch)
-      sizes[0] = 1;
-    if (batch == kAllOnes || batch == kAllButLast)
-      for (size_t d = 0; d + (batch == kAllButLast) < sizes.size(); ++d)
-        sizes[d] = std::min<int64_t>(sizes[d], 1);
-    at::TensorOptions options = t.options().device(at::kCPU);
-    if (written || batch == 0)
-      return at::full(sizes, fill, options);
-    return at::full({}, fill, options).expand(sizes);
-  }
-  if (x.isList()) {
-    c10::impl::GenericList list(x.toList().elementType());
-    for (const c10::IValue &e : x.toListRef())
-      list.push_back(cpuValue(e, fill, batch, written));
-    return list;
-  }
-  return x;
-}
-
-/// Runs the op on the CPU on inputs filled with `fill` and shrunk as `batch`
-/// says (kAllOnes). Sets `error` to the error's first line on failure.
-static std::optional<jit::Stack> runOnCpu(const MetalessTyping &t, double fill,
-                                          int64_t batch, std::string &error) {
-  jit::Stack cpuStack;
-  for (size_t i = 0; i < t.args.size(); ++i)
-    cpuStack.push_back(
-        cpuValue(t.args[i], fill, batch,
-                 t.schema.is_mutable({c10::SchemaArgType::input, i})));
-  try {
-    t.node->getOperation()(cpuStack);
-  } catch (const c10::Error &e) {
-    error = firstLine(e.what_without_backtrace());
-    return std::nullopt;
-  }
-  return cpuStack;
-}
-
-/// runOnCpu on zeros, or on ones where the kernel refuses zeros (istft's
-/// window must not vanish). `error` is the zeros' error where both fail.
-static std::optional<jit::Stack> runOnCpuFilled(const MetalessTyping &t,
-                                                int64_t batch,
-                                                std::string &error,
-                                                double *fill = nullptr) {
-  if (std::optional<jit::Stack> ran = runOnCpu(t, 0.0, batch, error)) {
-    if (fill)
-      *fill = 0.0;
-    return ran;
-  }
-  std::string onZeros = error;
-  if (std::optional<jit::Stack> ran = runOnCpu(t, 1.0, batch, error)) {
-    if (fill)
-      *fill = 1.0;
-    return ran;
-  }
-  error = onZeros;
-  return std::nullopt;
-}
-
-/// The tensor results of a run.
-static std::vector<at::Tensor> tensorsOf(const jit::Stack &ran) {
-  std::vector<at::Tensor> results;
-  for (const c10::IValue &r : ran)
-    if (r.isTensor())
-      results.push_back(r.toTensor());
-  return results;
-}
-
-/// Meta tensors of the dtypes of `results` with the shape function's shapes.
-static jit::Stack withShapes(const MetalessTyping &t,
-                             const std::vector<at::Tensor> &results) {
-  jit::Stack typed;
-  for (size_t i = 0; i < results.size(); ++i)
-    typed.push_back(
-        at::empty((*t.shapes)[i], results[i].options().device(at::kMeta)));
-  return typed;
-}
-
-/// Result types of an op that has no meta kernel, without allocating more
-/// than kCpuTypingBudget however large the step's tensors are:
-///  - the op itself runs on the CPU on inputs that hold one value each
-///    (zeros, then ones: a result whose shape differs depends on tensor
-///    data), when its inputs fit the budget and its results (from ATen's
-///    shape function, where it has one) are small;
-///  - larger: shapes from the shape function and dtypes from the op run on
-///    one sample (the first dimension of the inputs that have the batch,
-///    narrowed to 1), or, where there is no sample to take or it is too
-///    large, on inputs with every dimension (but the last) 1, or whole;
-///  - otherwise an error that says so.
-jit::Stack Importer::typeWithoutMeta(jit::Node *node,
-                                     const c10::FunctionSchema &schema,
-                                     const std::string &overload,
-                                     const std::string &metaError,
-                                     Location loc, bool &kernelLayouts) {
-  MetalessTyping t{node, schema, overload, metaError, loc};
-  kernelLayouts = false;
-  // The arguments as the meta call had them: runtime tensors as meta
-  // tensors, constants with their values.
-  for (size_t i = 0; i < schema.arguments().size(); ++i) {
-    jit::Value *input = node->inputs()[i];
-    AbsValue &a = lookup(input);
-    t.args.push_back(toIValue(a, input->type(), /*meta=*/!a.isFullyConstant(),
-                              loc));
-  }
-  t.shapes = shapesFromShapeFunction(schema, t.args);
-  for (const c10::IValue &arg : t.args)
-    t.inputBytes = saturatingAdd(t.inputBytes, runtimeTensorBytes(arg));
-  if (t.shapes)
-    for (const std::vector<int64_t> &shape : *t.shapes)
-      t.resultBytes =
-          saturatingAdd(t.resultBytes, saturatingMul(numelOf(shape), 8));
-
-  // Kernels may copy their expanded inputs whole (.contiguous()), so the
-  // inputs count too.
-  if (t.inputBytes <= kCpuTypingBudget &&
-      (!t.shapes || t.resultBytes <= kWholeRunBytes)) {
-    kernelLayouts = true; // the results are the kernel's own
-    return typeByWholeRun(t);
-  }
-  if (!t.shapes)
-    typingTooLarge(t, "no shape function either; its inputs hold " +
-                          std::to_string(t.inputBytes >> 20) + " MiB");
-  return typeBySample(t);
-}
-
-/// The op run whole, on zeros and on ones (ones and twos where it refuses
-/// zeros): results whose shapes differ depend on tensor data.
-jit::Stack Importer::typeByWholeRun(const MetalessTyping &t) {
-  std::string error;
-  double fill = 0.0;
-  std::optional<jit::Stack> zeros = runOnCpuFilled(t, 0, error, &fill);
-  std::optional<jit::Stack> ones =
-      zeros ? runOnCpu(t, fill + 1.0, 0, error) : std::nullopt;
-  if (!zeros || !ones)
-    fail(t.loc, "cannot infer the result types of " + t.overload + ": " +
-                    error + " (model inputs: " + inputSummary + ")");
-  for (size_t i = 0; i < zeros->size() && i < ones->size(); ++i) {
-    const c10::IValue &z = (*zeros)[i], &o = (*ones)[i];
-    bool same = true;
-    if (z.isTensor() && o.isTensor())
-      same = z.toTensor().sizes() == o.toTensor().sizes();
-    else if (z.isTensorList() && o.isTensorList()) {
-      auto a = z.toTensorList().vec(), b = o.toTensorList().vec();
-      same = a.size() == b.size();
-      for (size_t j = 0; same && j < a.size(); ++j)
-        same = a[j].sizes() == b[j].sizes();
-    }
-    if (!same)
-      fail(t.loc, t.overload + " returns a tensor whose shape depends on "
-                               "tensor data; a static training step needs "
-                               "static shapes");
-  }
-  return std::move(*zeros);
-}
-
-void Importer::typingTooLarge(const MetalessTyping &t, const std::string &why) {
-  // A meta kernel that refused the arguments has said what is wrong.
-  if (!t.metaError.empty())
-    fail(t.loc, t.overload + ": " + t.metaError + " (model inputs: " +
-                    inputSummary + ")");
-  fail(t.loc, "cannot infer the result types of " + t.overload +
-                  " without allocating its tensors: this libtorch has no "
-                  "meta kernel for it, and " + why + " (model inputs: " +
-                  inputSummary + ")");
-}
-
-/// Shapes from the shape function, dtypes from the op run on one sample:
-/// the batch is the first dimension of the first result.
-jit::Stack Importer::typeBySample(const MetalessTyping &t) {
-  const std::vector<std::vector<int64_t>> &shapes = *t.shapes;
-  int64_t batch = !shapes.empty() && !shapes[0].empty() ? shapes[0][0] : 0;
-  int64_t sampleBytes = 0;
-  for (const std::vector<int64_t> &shape : shapes)
-    sampleBytes = saturatingAdd(
-        sampleBytes,
-        saturatingMul(numelOf(shape), 8) /
-            (batch > 1 && !shape.empty() && shape[0] == batch ? batch : 1));
-  if (batch <= 1 || sampleBytes > kCpuTypingBudget ||
-      t.inputBytes / batch > kCpuTypingBudget)
-    return typeByProbes(t, sampleBytes);
-  std::string error;
-  std::optional<jit::Stack> sample = runOnCpuFilled(t, batch, error);
-  if (!sample)
-    typingTooLarge(t, "it does not run on one sample of its inputs (" + error +
-                          ")");
-  // The sample's results must be the shape function's, one sample smaller.
-  std::vector<at::Tensor> results = tensorsOf(*sample);
-  bool agree = results.size() == shapes.size();
-  for (size_t i = 0; agree && i < results.size(); ++i) {
-    std::vector<int64_t> expected = shapes[i];
-    if (!expected.empty() && expected[0] == batch)
-      expected[0] = 1;
-    agree = results[i].sizes().vec() == expected;
-  }
-  if (!agree)
-    typingTooLarge(t, "its results on one sample do not match its shape "
-                      "function");
-  return withShapes(t, results);
-}
-
-/// No sample to take (a batch of one) or too large a one: the shapes are the
-/// shape function's, and the dtypes those of the op run on inputs with every
-/// dimension 1, or every one but the last (a layer norm's), where the op
-/// takes such inputs: a result's dtype does not depend on shapes. Otherwise
-/// the op runs whole if that fits the budget.
-jit::Stack Importer::typeByProbes(const MetalessTyping &t,
-                                  int64_t sampleBytes) {
-  for (int64_t probe : {kAllOnes, kAllButLast}) {
-    std::string ignored;
-    std::optional<jit::Stack> ran = runOnCpuFilled(t, probe, ignored);
-    if (!ran)
-      continue;
-    std::vector<at::Tensor> results = tensorsOf(*ran);
-    if (results.size() == t.shapes->size())
-      return withShapes(t, results);
-  }
-  std::string error;
-  if (t.inputBytes <= kCpuTypingBudget && t.resultBytes <= kCpuTypingBudget)
-    if (std::optional<jit::Stack> whole = runOnCpuFilled(t, 0, error))
-      return std::move(*whole);
-  typingTooLarge(t, "one sample of its results alone holds " +
-                        std::to_string(sampleBytes >> 20) + " MiB");
-}
-
-/// `name.overload`, as the aten dialect spells an op.
-static std::string overloadName(const c10::FunctionSchema &schema) {
-  std::string overload = schema.name();
-  if (!schema.overload_name().empty())
-    overload += "." + schema.overload_name();
-  return overload;
-}
-
-void Importer::emitCall(jit::Node *node, const c10::FunctionSchema &schema) {
-  CallSite site{node, schema, overloadName(schema), locationOf(node)};
-  site.mutated = mutatedArguments(site);
-  // The shape of these results depends on tensor data.
-  if (aten::hasFact(schema.name(), aten::OpFact::DataDependentShape))
-    fail(site.loc, site.overload + " returns a tensor whose shape depends on "
-                                   "tensor data; a static training step "
-                                   "needs static shapes");
-  if (schema.is_vararg() || node->inputs().size() != schema.arguments().size())
-    fail(site.loc, site.overload + " has a variable argument list");
-
-  CallArguments arguments = callArguments(site);
-  // Types from the meta call; ops without a meta kernel are typed by
-  // typeWithoutMeta.
-  std::string metaError;
-  bool typed = typeByMeta(site, arguments.stack, metaError);
-  bool kernelLayouts = typed;
-  if (!typed)
-    arguments.stack = typeWithoutMeta(node, schema, site.overload, metaError,
-                                      site.loc, kernelLayouts);
-  CallResults results = callResults(site, arguments.stack, kernelLayouts);
-  site.numSchemaResults = results.types.size();
-  // The new values of mutated arguments follow the schema's results.
-  for (int64_t arg : site.mutated) {
-    AbsValue &a = lookup(node->inputs()[arg]);
-    if (!a.isTensor())
-      fail(site.loc, site.overload + " writes argument '" +
-                         schema.arguments()[arg].name() +
-                         "', which is not a tensor of the step");
-    results.types.push_back(a.tensor.getType());
-    site.mutatedOperands.push_back(a.tensor);
-  }
-  checkWritesThroughAliases(site);
-
-  auto call = aten::CallOp::create(
-      builder, site.loc, results.types, builder.getStringAttr(site.overload),
-      builder.getArrayAttr(arguments.args), arguments.operands,
-      site.mutated.empty() ? DenseI64ArrayAttr()
-                           : builder.getDenseI64ArrayAttr(site.mutated),
-      results.list ? builder.getUnitAttr() : UnitAttr());
-  if (results.anyStrided)
-    call->setAttr("aten.result_strides", builder.getArrayAttr(results.strides));
-  if (!results.internalViews.empty())
-    call->setAttr("aten.internal_views",
-                  builder.getDenseI64ArrayAttr(results.internalViews));
-  bindResults(site, call, results);
-  rebindWritten(site, call);
-  scatterIntoBases(site, call);
-}
-
-/// Which arguments the op writes: those its schema says, and those a
-/// HiddenMutation says in training mode.
-std::vector<int64_t> Importer::mutatedArguments(const CallSite &site) {
-  const c10::FunctionSchema &schema = site.schema;
-  std::vector<int64_t> mutated;
-  for (size_t i = 0; i < schema.arguments().size(); ++i) {
-    const auto *alias = schema.arguments()[i].alias_info();
-    if (alias && alias->isWrite())
-      mutated.push_back(i);
-  }
-  for (const HiddenMutation &hidden : kHiddenMutations) {
-    if (schema.name() != hidden.name)
-      continue;
-    AbsValue &training = lookup(site.node->inputs()[hidden.trainingArg]);
-    if (!training.isConstant() || !training.constant.isBool())
-      fail(site.loc,
-           std::string(hidden.name) + ": `training` is not a constant");
-    if (!training.constant.toBool())
-      continue;
-    for (int64_t arg : hidden.args)
-      if (lookup(site.node->inputs()[arg]).isTensor())
-        mutated.push_back(arg);
-  }
-  return mutated;
-}
-
-/// Arguments in schema order, and the meta-tensor call that types results.
-CallArguments Importer::callArguments(const CallSite &site) {
-  CallArguments out;
-  for (size_t i = 0; i < site.schema.arguments().size(); ++i) {
-    const c10::Argument &arg = site.schema.arguments()[i];
-    jit::Value *input = site.node->inputs()[i];
-    AbsValue &a = argument(site.node, i);
-    out.stack.push_back(toIValue(a, input->type(), /*meta=*/true, site.loc));
-    std::string what = "argument '" + arg.name() + "' of " + site.overload;
-    if (Value tensor = tensorValue(a, site.loc)) {
-      out.operands.push_back(tensor);
-      out.args.push_back(aten::TensorArgAttr::get(context));
-    } else if (a.kind == AbsValue::Kind::Sequence &&
-               input->type()->isSubtypeOf(*c10::ListType::ofTensors())) {
-      addTensorList(out, a, what, site.loc);
-    } else if (a.kind == AbsValue::Kind::Sequence &&
-               input->type()->isSubtypeOf(*c10::ListType::create(
-                   c10::OptionalType::create(c10::TensorType::get())))) {
-      addOptionalTensorList(out, a, what, site.loc);
-    } else if (a.isFullyConstant()) {
-      c10::IValue value = toIValue(a, input->type(), /*meta=*/false, site.loc);
-      bool holdsTensors =
-          value.isTensorList() ||
-          (value.isList() &&
-           llvm::any_of(value.toListRef(),
-                        [](const c10::IValue &e) { return e.isTensor(); }));
-      if (holdsTensors)
-        addConstantTensorList(out, value.toList(), site.loc);
-      else
-        out.args.push_back(constantAttr(value, &arg, site.loc, what));
-    } else {
-      fail(site.loc,
-           what + " is neither a tensor nor a compile-time constant");
-    }
-  }
-  return out;
-}
-
-/// A Tensor[]: its tensors' operands.
-void Importer::addTensorList(CallArguments &out, const AbsValue &list,
-                             const std::string &what, Location loc) {
-  for (const AbsValue &e : list.elements) {
-    Value tensor = tensorValue(e, loc);
-    if (!tensor)
-      fail(loc, what + " holds a value that is not a tensor");
-    out.operands.push_back(tensor);
-  }
-  out.args.push_back(
-      aten::TensorListArgAttr::get(context, list.elements.size()));
-}
-
-/// A Tensor?[] (the indices of aten::index): operands and None in place.
-void Importer::addOptionalTensorList(CallArguments &out, const AbsValue &list,
-                                     const std::string &what, Location loc) {
-  SmallVector<Attribute> elements;
-  for (const AbsValue &e : list.elements) {
-    if (Value tensor = tensorValue(e, loc)) {
-      out.operands.push_back(tensor);
-      elements.push_back(aten::TensorArgAttr::get(context));
-    } else if (e.isConstant() && e.constant.isNone()) {
-      elements.push_back(aten::NoneAttr::get(context));
-    } else {
-      fail(loc, what + " holds a value that is neither a tensor nor None");
-    }
-  }
-  // Without a None it is written (and read back) as a plain tensor list.
-  if (!elements.empty() &&
-      llvm::all_of(elements, llvm::IsaPred<aten::TensorArgAttr>))
-    out.args.push_back(
-        aten::TensorListArgAttr::get(context, elements.size()));
-  else
-    out.args.push_back(builder.getArrayAttr(elements));
-}
-
-/// A constant Tensor[], or a Tensor?[] (constant indices, None for the
-/// dimensions they skip).
-void Importer::addConstantTensorList(CallArguments &out,
-                                     c10::List<c10::IValue> list,
-                                     Location loc) {
-  SmallVector<Attribute> elements;
-  for (const c10::IValue &e : list) {
-    if (e.isNone()) {
-      elements.push_back(aten::NoneAttr::get(context));
-      continue;
-    }
-    out.operands.push_back(materialize(e.toTensor(), loc));
-    elements.push_back(aten::TensorArgAttr::get(context));
-  }
-  if (llvm::all_of(elements, llvm::IsaPred<aten::TensorArgAttr>))
-    out.args.push_back(aten::TensorListArgAttr::get(context, list.size()));
-  else
-    out.args.push_back(builder.getArrayAttr(elements));
-}
-
-/// Types `stack` by the op's meta kernel; false where it has none
-/// (remembered, since a failed attempt costs an exception with a backtrace)
-/// or it refuses these arguments.
-bool Importer::typeByMeta(const CallSite &site, jit::Stack &stack,
-                          std::string &metaError) {
-  if (noMetaKernel.contains(site.overload))
-    return false;
-  try {
-    site.node->getOperation()(stack);
-    return true;
-  } catch (const c10::NotImplementedError &) {
-    noMetaKernel.insert(site.overload);
-  } catch (const c10::Error &e) {
-    // A meta kernel that refuses these arguments, or a composite op that
-    // reads tensor data: the CPU says which.
-    metaError = firstLine(e.what_without_backtrace());
-  }
-  return false;
-}
-
-/// The types of the schema's results, from the typed stack; their strides
-/// where the stack holds the kernel's own results (`kernelLayouts`).
-CallResults Importer::callResults(const CallSite &site, const jit::Stack &stack,
-                                  bool kernelLayouts) {
-  CallResults out;
-  jit::Node *node = site.node;
-  for (size_t i = 0; i < node->outputs().size(); ++i) {
-    const c10::IValue &result = stack[i];
-    std::vector<Type> types;
-    if (result.isTensor()) {
-      types.push_back(tensorType(result.toTensor(), site.loc));
-      const c10::AliasInfo *info = i < site.schema.returns().size()
-                                       ? site.schema.returns()[i].alias_info()
-                                       : nullptr;
-      Attribute strides =
-          resultStridesAttr(result.toTensor(), kernelLayouts && !info);
-      out.anyStrided |= isa<DenseI64ArrayAttr>(strides);
-      if (kernelLayouts && !info && result.toTensor().is_view())
-        out.internalViews.push_back(static_cast<int64_t>(out.strides.size()));
-      out.strides.push_back(strides);
-    } else if (result.isTensorList()) {
-      if (node->outputs().size() != 1)
-        fail(site.loc,
-             site.overload + " returns a Tensor[] among other results");
-      out.list = true;
-      for (const at::Tensor &t : result.toTensorList().vec()) {
-        types.push_back(tensorType(t, site.loc));
-        out.strides.push_back(builder.getUnitAttr());
-      }
-    } else if (!result.isNone()) {
-      fail(site.loc, site.overload + " returns a " + result.tagKind() +
-                         " computed from tensor data");
-    }
-    out.types.append(types.begin(), types.end());
-    out.ofOutput.push_back(types);
-  }
-  return out;
-}
-
-/// A kernel result laid out dense but not contiguous by the meta kernel or
-/// the CPU kernel of a whole run (an einsum's permuted product, a
-/// batch_first LSTM's output, stft's transposed frames): its strides, for
-/// the memory model (`aten.result_strides`); a unit where the result is
-/// contiguous or not the kernel's own (`ownResult` false: a view).
-Attribute Importer::resultStridesAttr(const at::Tensor &t, bool ownResult) {
-  if (!ownResult || !t.defined() || t.is_contiguous() ||
-      !t.is_non_overlapping_and_dense())
-    return builder.getUnitAttr();
-  return builder.getDenseI64ArrayAttr(
-      llvm::ArrayRef<int64_t>(t.strides().data(), t.strides().size()));
-}
-
-/// The views from `target` up to `root` if each is a slice or a select of
-/// the one before (what a write through them scatters back through: `x[:,
-/// :m] = v`, `x[..., 0] = 0`), innermost first; empty otherwise.
-static SmallVector<aten::CallOp> scatterableViews(Value target, Value root) {
-  SmallVector<aten::CallOp> views;
-  for (Value v = target; v != root;) {
-    auto view = v.getDefiningOp<aten::CallOp>();
-    if (!view || view.getNumOperands() != 1 || view.getNumResults() != 1 ||
-        (view.getOverload() != "aten::slice.Tensor" &&
-         view.getOverload() != "aten::select.int"))
-      return {};
-    views.push_back(view);
-    v = view.getOperand(0);
-  }
-  return views;
-}
-
-/// Writing through an alias changes the other tensors of its alias class
-/// (the base and its views) too. The functional rebinding (rebindWritten)
-/// is exact if none of them is read afterwards; a write through slices and
-/// selects of a base also gives the base a new value, the written one
-/// scattered back (scatterIntoBases), so the base may be read afterwards
-/// too. A buffer is never written through a view.
-void Importer::checkWritesThroughAliases(CallSite &site) {
-  for (auto [k, target] : llvm::enumerate(site.mutatedOperands)) {
-    Value root = viewBase.lookup(target);
-    if (!root)
-      root = target;
-    if (root != target && stateOf.count(root))
-      fail(site.loc, site.overload + " writes in place into a view of '" +
-                         stateOf.lookup(root) +
-                         "', which is not supported; assign the whole tensor");
-    SmallVector<aten::CallOp> views;
-    if (root != target)
-      views = scatterableViews(target, root);
-    auto aliases = [&](Value v) {
-      if (v == target || (!views.empty() && v == root))
-        return false;
-      return v == root || viewBase.lookup(v) == root;
-    };
-    if (!views.empty())
-      site.scatters.push_back({k, views, root});
-    for (auto &entry : env) {
-      if (!holdsTensor(entry.second, aliases))
-        continue;
-      for (const jit::Use &use : entry.first->uses())
-        if (use.user->isAfter(site.node))
-          fail(site.loc, site.overload +
-                             " writes in place into a tensor that shares "
-                             "memory with another one read later (a view "
-                             "or its base), which is not supported; use "
-                             "the out-of-place op or .clone()");
-    }
-  }
-}
-
-/// The input a result aliases (a view: `Tensor(a)` in the schema), if any.
-Value Importer::aliasedInput(const CallSite &site,
-                             const c10::AliasInfo *info) {
-  if (!info || info->isWrite())
-    return Value();
-  for (size_t j = 0; j < site.schema.arguments().size(); ++j) {
-    const c10::AliasInfo *argInfo = site.schema.arguments()[j].alias_info();
-    if (argInfo && !argInfo->isWrite() &&
-        argInfo->beforeSets() == info->beforeSets() &&
-        lookup(site.node->inputs()[j]).isTensor())
-      return lookup(site.node->inputs()[j]).tensor;
-  }
-  return Value();
-}
-
-void Importer::recordView(Value result, Value base) {
-  Value root = viewBase.lookup(base);
-  viewBase[result] = root ? root : base;
-}
-
-/// The new value of the argument a `Tensor(a!)` return writes, if any: an
-/// in-place op returns the tensor it wrote.
-Value Importer::writtenResult(const CallSite &site, aten::CallOp call,
-                              const c10::AliasInfo *info) {
-  if (!info || !info->isWrite())
-    return Value();
-  for (auto [k, arg] : llvm::enumerate(site.mutated)) {
-    const c10::AliasInfo *argInfo = site.schema.arguments()[arg].alias_info();
-    if (argInfo && argInfo->beforeSets() == info->beforeSets())
-      return call.getResult(site.numSchemaResults + k);
-  }
-  return Value();
-}
-
-/// Binds the node's outputs to the call's results.
-void Importer::bindResults(const CallSite &site, aten::CallOp call,
-                           const CallResults &results) {
-  jit::Node *node = site.node;
-  unsigned next = 0;
-  for (size_t i = 0; i < node->outputs().size(); ++i) {
-    const std::vector<Type> &types = results.ofOutput[i];
-    const c10::AliasInfo *info = i < site.schema.returns().size()
-                                     ? site.schema.returns()[i].alias_info()
-                                     : nullptr;
-    if (results.list) {
-      // `Tensor(a)[]`: every element is a view of the input.
-      if (info && !info->containedTypes().empty())
-        info = &info->containedTypes()[0];
-      Value base = aliasedInput(site, info);
-      std::vector<AbsValue> elements;
-      for (size_t j = 0; j < types.size(); ++j) {
-        Value element = call.getResult(next++);
-        if (base)
-          recordView(element, base);
-        elements.push_back(AbsValue::ofTensor(element));
-      }
-      bind(node->outputs()[i], AbsValue::ofSequence(elements, false));
-    } else if (types.empty()) {
-      bind(node->outputs()[i], fromIValue(c10::IValue()));
-    } else {
-      Value result = call.getResult(next++);
-      if (Value base = aliasedInput(site, info))
-        recordView(result, base);
-      if (Value written = writtenResult(site, call, info))
-        result = written;
-      bind(node->outputs()[i], AbsValue::ofTensor(result));
-    }
-  }
-}
-
-/// Rebinds every name of a written tensor to its new value; a written buffer
-/// gets a state update.
-void Importer::rebindWritten(const CallSite &site, aten::CallOp call) {
-  for (auto [k, old] : llvm::enumerate(site.mutatedOperands)) {
-    Value updated = call.getResult(site.numSchemaResults + k);
-    for (auto &entry : env)
-      replaceTensor(entry.second, old, updated);
-    auto state = stateOf.find(old);
-    if (state != stateOf.end()) {
-      std::string fqn = state->second;
-      if (states.lookup(fqn).isParam)
-        fail(site.loc, site.overload + " writes parameter '" + fqn +
-                           "' in place inside the forward");
-      current[fqn] = updated;
-      stateOf[updated] = fqn;
-    }
-  }
-}
-
-/// A write through slices and selects of a base (site.scatters): the base's
-/// new value is the written tensor scattered back through each view
-/// (slice_scatter, select_scatter), which every name of the base now holds.
-void Importer::scatterIntoBases(const CallSite &site, aten::CallOp call) {
-  for (const CallSite::Scatter &s : site.scatters) {
-    Value value = call.getResult(site.numSchemaResults + s.written);
-    for (aten::CallOp view : s.views) {
-      Value parent = view.getOperand(0);
-      bool slice = view.getOverload() == "aten::slice.Tensor";
-      // A slice as large as its input (x[:, ...]'s `:`) is all of it.
-      if (slice && view.getResult(0).getType() == parent.getType())
-        continue;
-      // slice_scatter(self, src, dim, start, end, step) and
-      // select_scatter(self, src, dim, index): the view's own arguments.
-      SmallVector<Attribute> args{aten::TensorArgAttr::get(context),
-                                  aten::TensorArgAttr::get(context)};
-      args.append(view.getArgs().begin() + 1, view.getArgs().end());
-      value = aten::CallOp::create(
-                  builder, site.loc, TypeRange{parent.getType()},
-                  builder.getStringAttr(slice ? "aten::slice_scatter"
-                                              : "aten::select_scatter"),
-                  builder.getArrayAttr(args), ValueRange{parent, value},
-                  DenseI64ArrayAttr(), UnitAttr())
-                  .getResult(0);
-    }
-    for (auto &entry : env)
-      replaceTensor(entry.second, s.base, value);
-  }
-}
-
 void Importer::flattenOutputs(const AbsValue &abs, Location loc,
                               SmallVectorImpl<Value> &out) {
   if (Value tensor = tensorValue(abs, loc)) {
@@ -2559,19 +1377,6 @@ void Importer::flattenOutputs(const AbsValue &abs, Location loc,
   } else {
     fail(loc, "the model returns a value that is not a tensor or a tuple or "
               "list of tensors");
-  }
-}
-
-/// Erases computations nothing reads. The IR is functional (every write is
-/// a new value), so an op without a used result, a state update or a
-/// written argument someone reads is dead.
-static void removeDeadOps(func::FuncOp func) {
-  Block &body = func.getBody().front();
-  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body))) {
-    if (!isa<aten::CallOp, aten::ConstantOp, GetOp>(op))
-      continue;
-    if (llvm::all_of(op.getResults(), [](Value r) { return r.use_empty(); }))
-      op.erase();
   }
 }
 
@@ -2611,25 +1416,6 @@ OwningOpRef<ModuleOp> Importer::run(const ImportOptions &options) {
   return result;
 }
 
-/// Mixed precision's compute types (bf16 or f16; null: the model's own).
-LogicalResult Importer::setComputeTypes(const ImportOptions &options,
-                                        Location fileLoc) {
-  auto computeType = [&](const std::string &name) -> Type {
-    if (name != "bf16" && name != "f16")
-      return Type();
-    return elementTypeNamed(name, context);
-  };
-  paramDtype = computeType(options.paramDtype);
-  bufferDtype = computeType(options.bufferDtype);
-  for (const std::string *name : {&options.paramDtype, &options.bufferDtype})
-    if (!name->empty() && !computeType(*name)) {
-      emitError(fileLoc) << "mixed precision dtype '" << *name
-                         << "': expected bf16 or f16";
-      return failure();
-    }
-  return success();
-}
-
 /// The import itself: every failure throws (see run).
 void Importer::importStep(const ImportOptions &options, TimingScope &timing,
                           Location fileLoc) {
@@ -2656,14 +1442,7 @@ void Importer::importStep(const ImportOptions &options, TimingScope &timing,
 
   inlineTiming.stop();
   TimingScope stateTiming = timing.nest("declare parameters and buffers");
-  module = ModuleOp::create(fileLoc);
-  if (!storedTargets.empty()) {
-    SmallVector<Attribute> targets;
-    for (const std::string &t : storedTargets)
-      targets.push_back(builder.getStringAttr(t));
-    module->setAttr(kTargetsAttr, builder.getArrayAttr(targets));
-  }
-  builder.setInsertionPointToEnd(module.getBody());
+  createModule(fileLoc, storedTargets);
   declareState(root);
   indexSkippedValues(root);
   stateTiming.stop();
@@ -2829,49 +1608,20 @@ StepInputs Importer::matchInputs(const c10::FunctionSchema &schema,
   return inputs;
 }
 
-/// The input specs, for messages about shapes that do not fit the model.
-void Importer::summarizeInputs(const std::vector<InputSpec> &specs) {
-  for (const InputSpec &spec : specs)
-    inputSummary += (inputSummary.empty() ? "" : ", ") + spec.str();
-  // Mixed precision types the step in other dtypes: say which.
-  auto dtypeText = [](Type t) {
-    std::string s;
-    llvm::raw_string_ostream os(s);
-    os << t;
-    return s;
-  };
-  if (paramDtype)
-    inputSummary += "; mixed precision: parameters and floating-point "
-                    "inputs in " + dtypeText(paramDtype);
-  if (paramDtype || bufferDtype)
-    inputSummary += std::string(paramDtype ? "," : "; mixed precision:") +
-                    " floating-point buffers in " +
-                    (bufferDtype ? dtypeText(bufferDtype)
-                                 : std::string("their own dtype"));
-}
-
-/// The step function, with forward's inputs bound to its arguments (or
 /// their defaults) and `self` to the root module.
 void Importer::createStep(const StepInputs &inputs, const jit::Module &root,
                           Location fileLoc) {
-  func = func::FuncOp::create(builder, fileLoc, "forward",
-                              builder.getFunctionType(inputs.types, {}));
-  Block *entry = func.addEntryBlock();
-  for (size_t i = 0; i < inputs.names.size(); ++i)
-    func.setArgAttr(i, kNameAttr, builder.getStringAttr(inputs.names[i]));
-  builder.setInsertionPointToEnd(entry);
+  std::vector<std::string> names(inputs.names.begin(), inputs.names.end());
+  Block *entry =
+      &createFunction(fileLoc, inputs.types, names).getBody().front();
   size_t nextArg = 0;
   for (auto &[value, abs] : inputs.bound) {
     if (abs.kind != AbsValue::Kind::Unknown) {
       bind(value, abs);
       continue;
     }
-    Value arg = entry->getArgument(nextArg++);
     // Mixed precision: floating-point inputs in the compute dtype.
-    if (paramDtype &&
-        isa<FloatType>(cast<RankedTensorType>(arg.getType()).getElementType()))
-      arg = aten::ATenBuilder(builder, arg.getLoc()).cast(arg, paramDtype);
-    bind(value, AbsValue::ofTensor(arg));
+    bind(value, AbsValue::ofTensor(castInput(entry->getArgument(nextArg++))));
   }
   AbsValue self;
   self.kind = AbsValue::Kind::Module;
@@ -2886,24 +1636,7 @@ void Importer::finishStep(const StepInputs &inputs, Location fileLoc) {
   // range of its own in code that was loaded).
   for (jit::Value *out : graph->outputs())
     flattenOutputs(lookup(out), locationOf(out->node()), results);
-  // Buffers the step changed keep their new value.
-  for (const std::string &fqn : stateOrder) {
-    Value now = current.lookup(fqn);
-    if (now && now != initial.lookup(fqn))
-      UpdateOp::create(builder, now.getLoc(),
-                       FlatSymbolRefAttr::get(context, fqn), now);
-  }
-  func::ReturnOp::create(builder, fileLoc, results);
-  func.setType(
-      builder.getFunctionType(inputs.types, ValueRange(results).getTypes()));
-  removeDeadOps(func);
-  // What the compiler read of the archive's tensor values (for
-  // --fsdp-report): module tensors used as constants.
-  SmallVector<Attribute> read;
-  for (const auto &[name, bytes] : valuesRead)
-    read.push_back(builder.getArrayAttr(
-        {builder.getStringAttr(name), builder.getI64IntegerAttr(bytes)}));
-  module->setAttr(kValuesReadAttr, builder.getArrayAttr(read));
+  finishFunction(inputs.types, results, fileLoc);
 }
 
 OwningOpRef<ModuleOp> fsdp::importTorchScript(llvm::StringRef path,

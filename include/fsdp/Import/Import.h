@@ -1,13 +1,14 @@
-//===- Import.h - TorchScript to the aten/fsdp dialects ---------*- C++ -*-===//
+//===- Import.h - model files to the aten/fsdp dialects ---------*- C++ -*-===//
 //
-// The only compiler code that links libtorch. Reads a TorchScript archive
-// (`torch.jit.trace` / `torch.jit.script`, saved with `torch.jit.save`) and
-// builds a module holding one `fsdp.param` / `fsdp.buffer` symbol per
-// parameter and buffer and a statically shaped `func.func @forward`.
+// The only compiler code that links libtorch. Reads a model file and builds
+// a module holding one `fsdp.param` / `fsdp.buffer` symbol per parameter
+// and buffer and a statically shaped `func.func @forward`. One core
+// (lib/Import/Core) builds the calls, types them and declares the state;
+// each front end walks its own format's graph into it.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_IMPORT_TORCHSCRIPT_IMPORT_H
-#define FSDP_IMPORT_TORCHSCRIPT_IMPORT_H
+#ifndef FSDP_IMPORT_IMPORT_H
+#define FSDP_IMPORT_IMPORT_H
 
 #include "fsdp/Import/InputSpec.h"
 
@@ -39,12 +40,13 @@ struct ImportOptions {
   mlir::TimingScope *timing = nullptr;
 };
 
-/// Imports `path`. On failure, diagnostics have been emitted on `context`'s
-/// diagnostic engine and null is returned.
+/// Imports `path`, a TorchScript archive (`torch.jit.trace` /
+/// `torch.jit.script`, saved with `torch.jit.save`). On failure, diagnostics
+/// have been emitted on `context`'s diagnostic engine and null is returned.
 mlir::OwningOpRef<mlir::ModuleOp> importTorchScript(llvm::StringRef path,
                                                     const ImportOptions &options,
                                                     mlir::MLIRContext *context);
 
 } // namespace fsdp
 
-#endif // FSDP_IMPORT_TORCHSCRIPT_IMPORT_H
+#endif // FSDP_IMPORT_IMPORT_H
