@@ -125,12 +125,16 @@ def save(module, path, inputs, method="trace", targets=None, store_specs=True,
     if not weights:
         module.to("meta")
         example = tuple(v.to("meta") for v in example)
+    if method == "export":
+        return _save_exported(module, path, inputs, targets, store_specs,
+                              weights)
     if method == "trace":
         scripted = torch.jit.trace(module, example, check_trace=False)
     elif method == "script":
         scripted = torch.jit.script(module)
     else:
-        raise ValueError(f"method must be 'trace' or 'script', not {method!r}")
+        raise ValueError(
+            f"method must be 'trace', 'script' or 'export', not {method!r}")
     if not weights:
         _strip_values(scripted)
     meta = {
@@ -146,3 +150,25 @@ def save(module, path, inputs, method="trace", targets=None, store_specs=True,
     extra = {META_FILE: json.dumps(meta)} if store_specs else {}
     torch.jit.save(scripted, path, _extra_files=extra)
     return scripted
+
+
+def _save_exported(module, path, inputs, targets, store_specs, weights):
+    """torch.export.export in training mode (dropout and BatchNorm as in
+    training), saved with torch.export.save: a `.pt2` archive that fsdp-opt
+    reads as it reads TorchScript. Needs torch 2.x."""
+    if not hasattr(torch, "export"):
+        raise RuntimeError("method='export' needs torch 2.x (torch.export)")
+    if not weights:
+        raise ValueError("method='export' saves the weights; for a model "
+                         "too large to build, save it with method='trace' "
+                         "and weights=False")
+    program = torch.export.export(module, tuple(inputs.values()), strict=False)
+    meta = {
+        "version": 1,
+        "inputs": [spec(k, v) for k, v in inputs.items()],
+        "targets": [spec(k, v) for k, v in (targets or {}).items()],
+        "weights": True,
+    }
+    extra = {META_FILE: json.dumps(meta)} if store_specs else None
+    torch.export.save(program, path, extra_files=extra)
+    return program

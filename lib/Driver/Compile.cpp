@@ -195,7 +195,7 @@ LogicalResult chooseOffload(CompileOptions &o, ModuleOp module,
 /// the importer types the step in.
 FailureOr<ImportOptions> importOptions(const CompileOptions &o,
                                        const std::string &inputFilename,
-                                       bool isTorchScript) {
+                                       bool isModel) {
   ImportOptions options;
   for (const std::string &text : o.inputs) {
     InputSpec spec;
@@ -212,10 +212,10 @@ FailureOr<ImportOptions> importOptions(const CompileOptions &o,
                           std::pair(&o.fsdp.bufferDtype, &options.bufferDtype)})
     if (*from != "fp32")
       *to = planDtypeName(*from);
-  if (!isTorchScript &&
+  if (!isModel &&
       (!options.paramDtype.empty() || !options.bufferDtype.empty()))
     return error("--param-dtype and --buffer-dtype apply when importing a "
-                 "TorchScript model (the importer types the step in them); '" +
+                 "model (the importer types the step in them); '" +
                  inputFilename + "' is MLIR");
   return options;
 }
@@ -268,17 +268,24 @@ OwningOpRef<ModuleOp> buildModule(CompileOptions &o, MLIRContext &context,
                                   llvm::SourceMgr &sourceMgr,
                                   const std::string &inputFilename,
                                   const MlirOptMainConfig &config,
-                                  bool isTorchScript, TimingScope &timing) {
-  FailureOr<ImportOptions> options =
-      importOptions(o, inputFilename, isTorchScript);
+                                  InputFileKind kind, TimingScope &timing) {
+  bool isModel = kind == InputFileKind::TorchScript ||
+                 kind == InputFileKind::ExportedProgram;
+  FailureOr<ImportOptions> options = importOptions(o, inputFilename, isModel);
   if (failed(options))
     return nullptr;
-  TimingScope importTiming = timing.nest("Import TorchScript");
+  TimingScope importTiming = timing.nest(
+      kind == InputFileKind::ExportedProgram ? "Import torch.export program"
+                                             : "Import TorchScript");
   options->timing = &importTiming;
-  OwningOpRef<ModuleOp> module =
-      isTorchScript ? importTorchScript(inputFilename, *options, &context)
-                    : parseSourceFile<ModuleOp>(inputFilename, sourceMgr,
-                                                ParserConfig(&context));
+  OwningOpRef<ModuleOp> module;
+  if (kind == InputFileKind::TorchScript)
+    module = importTorchScript(inputFilename, *options, &context);
+  else if (kind == InputFileKind::ExportedProgram)
+    module = importExportedProgram(inputFilename, *options, &context);
+  else
+    module = parseSourceFile<ModuleOp>(inputFilename, sourceMgr,
+                                       ParserConfig(&context));
   importTiming.stop();
   if (!module)
     return nullptr;
@@ -340,25 +347,25 @@ LogicalResult writeModule(const CompileOptions &o, ModuleOp module,
   return success();
 }
 
-/// Imports a TorchScript file (or parses MLIR), runs the pipeline, writes the
+/// Imports a model file (or parses MLIR), runs the pipeline, writes the
 /// result. Any error leaves no output file behind.
 LogicalResult compileModule(CompileOptions &o, const std::string &inputFilename,
                             const std::string &outputFilename,
                             DialectRegistry &registry,
                             const MlirOptMainConfig &config,
-                            bool isTorchScript) {
+                            InputFileKind kind) {
   DefaultTimingManager timingManager;
   applyDefaultTimingManagerCLOptions(timingManager);
   TimingScope timing = timingManager.getRootScope();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   // A model's user gets the message, not a dump of the IR it was found in.
-  if (isTorchScript)
+  if (kind != InputFileKind::Other)
     context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   OwningOpRef<ModuleOp> module = buildModule(
-      o, context, sourceMgr, inputFilename, config, isTorchScript, timing);
+      o, context, sourceMgr, inputFilename, config, kind, timing);
   if (!module)
     return failure();
 
@@ -396,19 +403,23 @@ LogicalResult compileModule(CompileOptions &o, const std::string &inputFilename,
 
 /// What the input file is, with an error for a file that cannot be a model
 /// fsdp-opt reads.
-FailureOr<bool> isTorchScriptFile(const std::string &inputFilename) {
+FailureOr<InputFileKind> modelFileKind(const std::string &inputFilename) {
   if (inputFilename == "-")
-    return false;
+    return InputFileKind::Other;
   if (!llvm::sys::fs::exists(inputFilename))
     return error("no such file: '" + inputFilename + "'");
   switch (classifyInputFile(inputFilename)) {
   case InputFileKind::TorchScript:
-    return true;
+    return InputFileKind::TorchScript;
+  case InputFileKind::ExportedProgram:
+    return InputFileKind::ExportedProgram;
   case InputFileKind::OtherZip:
     return error("'" + inputFilename +
-                 "' is a zip archive but not TorchScript (it has no "
-                 "constants.pkl): save the model with torch.jit.save after "
-                 "torch.jit.trace or torch.jit.script");
+                 "' is a zip archive but neither TorchScript (it has no "
+                 "constants.pkl) nor a torch.export archive (no "
+                 "archive_format): save the model with torch.export.save, "
+                 "or with torch.jit.save after torch.jit.trace or "
+                 "torch.jit.script");
   case InputFileKind::CorruptZip:
     return error("'" + inputFilename +
                  "' is a truncated or corrupt zip archive (no central "
@@ -419,10 +430,10 @@ FailureOr<bool> isTorchScriptFile(const std::string &inputFilename) {
       return error("'" + inputFilename +
                    "' is not a TorchScript archive (not a zip file); save the "
                    "model with torch.jit.save");
-    return false;
+    return InputFileKind::Other;
   }
   }
-  return false;
+  return InputFileKind::Other;
 }
 
 /// mlir-opt on an MLIR file.
@@ -450,18 +461,19 @@ int fsdp::driver::compileFile(CompileOptions &o,
                               const std::string &outputFilename,
                               DialectRegistry &registry,
                               const MlirOptMainConfig &config) {
-  FailureOr<bool> torchScript = isTorchScriptFile(inputFilename);
-  if (failed(torchScript))
+  FailureOr<InputFileKind> kind = modelFileKind(inputFilename);
+  if (failed(kind))
     return 1;
-  if (*torchScript)
+  if (*kind != InputFileKind::Other)
     return failed(compileModule(o, inputFilename, outputFilename, registry,
-                                config, /*isTorchScript=*/true));
+                                config, *kind));
   if (!o.inputs.empty())
-    return failed(error("--input applies to TorchScript input only, but '" +
-                        inputFilename + "' is not a TorchScript archive"));
+    return failed(error("--input applies to a model file only, but '" +
+                        inputFilename + "' is not a TorchScript or "
+                        "torch.export archive"));
   if (o.emit == EmitKind::Plan || o.wantsTrainStep() || o.memoryReport ||
       !o.memoryReportJSON.empty())
     return failed(compileModule(o, inputFilename, outputFilename, registry,
-                                config, /*isTorchScript=*/false));
+                                config, InputFileKind::Other));
   return runMlirOpt(inputFilename, outputFilename, registry, config);
 }

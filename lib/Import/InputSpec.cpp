@@ -74,5 +74,7 @@ InputFileKind fsdp::classifyInputFile(llvm::StringRef path) {
     return InputFileKind::CorruptZip;
   if (tail.contains("/constants.pkl") && tail.contains("/data.pkl"))
     return InputFileKind::TorchScript;
+  if (tail.contains("/archive_format") && tail.contains("/models/"))
+    return InputFileKind::ExportedProgram;
   return InputFileKind::OtherZip;
 }

@@ -75,8 +75,11 @@ def _run(cmd):
 
 
 def export(module, path, inputs, targets=None, method="trace", weights=True):
-    """Saves `module` as TorchScript with its input (and loss target) specs:
-    python/fsdp_export.py's save. weights=False saves shapes only."""
+    """Saves `module` with its input (and loss target) specs:
+    python/fsdp_export.py's save. method="trace" or "script": TorchScript
+    (`.pt`); method="export": torch.export.export in training mode, saved
+    with torch.export.save (`.pt2`). weights=False saves shapes only
+    (TorchScript)."""
     return fsdp_export.save(module, path, inputs, method=method, targets=targets,
                             weights=weights)
 

@@ -122,9 +122,12 @@ ModelArchive::ModelArchive(const std::string &path) : path_(path) {
     throw Error("cannot load model '" + path +
                 "': " + (probe ? firstLine(e) : std::strerror(errno)));
   }
-  if (!reader_->hasRecord("data.pkl") || !reader_->hasRecord("constants.pkl"))
+  exported_ = isExportArchive(*reader_);
+  if (!exported_ &&
+      (!reader_->hasRecord("data.pkl") || !reader_->hasRecord("constants.pkl")))
     throw Error("cannot load model '" + path +
-                "': not a TorchScript archive (torch.jit.save writes one)");
+                "': not a TorchScript archive (torch.jit.save writes one) "
+                "or a torch.export archive (torch.export.save)");
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0)
     throw Error("cannot load model '" + path + "': " + std::strerror(errno));
@@ -136,6 +139,16 @@ ModelArchive::ModelArchive(const std::string &path) : path_(path) {
   } catch (...) {
     ::close(fd_);
     throw;
+  }
+  if (exported_) {
+    try {
+      readExportIndex();
+    } catch (...) {
+      ::close(fd_);
+      throw;
+    }
+    readMeta();
+    return;
   }
   try {
     readPickle();
@@ -248,22 +261,7 @@ void ModelArchive::readPickle() {
       entry.record = unreadRecord(t);
       if (entry.record.empty() && entry.numel() != 0)
         continue;
-      // The elements must lie inside the storage.
-      int64_t capacity = entry.storageBytes /
-                         static_cast<int64_t>(c10::elementSize(entry.dtype));
-      int64_t last = entry.storageOffset;
-      bool inside = last >= 0;
-      for (size_t d = 0; inside && d < entry.sizes.size(); ++d)
-        if (entry.sizes[d] > 1) {
-          int64_t stride = entry.strides[d];
-          inside = stride >= 0 && last < capacity &&
-                   (stride == 0 ||
-                    entry.sizes[d] - 1 <= (capacity - 1 - last) / stride);
-          if (inside)
-            last += (entry.sizes[d] - 1) * stride;
-        }
-      if (entry.numel() != 0 && (!inside || last >= capacity))
-        throw Error("tensor '" + name + "' lies outside its storage");
+      checkInsideStorage(entry, name);
       found.insert(t.unsafeGetTensorImpl());
       if (!entry.record.empty())
         skippable_[entry.record] = entry.storageBytes;
@@ -277,6 +275,129 @@ void ModelArchive::readPickle() {
       skippable_.erase(unreadRecord(v.toTensor()));
     return false;
   });
+}
+
+/// The elements of `entry` must lie inside its storage.
+void ModelArchive::checkInsideStorage(const Entry &entry,
+                                      const std::string &name) const {
+  int64_t capacity = entry.storageBytes /
+                     static_cast<int64_t>(c10::elementSize(entry.dtype));
+  int64_t last = entry.storageOffset;
+  bool inside = last >= 0;
+  for (size_t d = 0; inside && d < entry.sizes.size(); ++d)
+    if (entry.sizes[d] > 1) {
+      int64_t stride = entry.strides[d];
+      inside = stride >= 0 && last < capacity &&
+               (stride == 0 ||
+                entry.sizes[d] - 1 <= (capacity - 1 - last) / stride);
+      if (inside)
+        last += (entry.sizes[d] - 1) * stride;
+    }
+  if (entry.numel() != 0 && (!inside || last >= capacity))
+    throw Error("tensor '" + name + "' lies outside its storage");
+}
+
+std::optional<at::ScalarType> exportScalarType(int64_t serde) {
+  switch (serde) {
+  case 1: return at::kByte;
+  case 2: return at::kChar;
+  case 3: return at::kShort;
+  case 4: return at::kInt;
+  case 5: return at::kLong;
+  case 6: return at::kHalf;
+  case 7: return at::kFloat;
+  case 8: return at::kDouble;
+  case 9: return at::kComplexHalf;
+  case 10: return at::kComplexFloat;
+  case 11: return at::kComplexDouble;
+  case 12: return at::kBool;
+  case 13: return at::kBFloat16;
+  case 28: return at::kUInt16;
+  default: return std::nullopt;
+  }
+}
+
+bool isExportArchive(caffe2::serialize::PyTorchStreamReader &reader) {
+  if (!reader.hasRecord("archive_format"))
+    return false;
+  auto [data, size] = reader.getRecord("archive_format");
+  return std::string(static_cast<const char *>(data.get()), size) == "pt2";
+}
+
+std::string ModelArchive::readText(const std::string &name) {
+  if (!reader_->hasRecord(name))
+    throw Error("cannot read model '" + path_ + "': it has no record '" +
+                name + "'");
+  auto [data, size] = reader_->getRecord(name);
+  return std::string(static_cast<const char *>(data.get()), size);
+}
+
+/// A torch.export archive's tensors: `data/weights/model_weights_config.json`
+/// and `data/constants/model_constants_config.json` name each parameter,
+/// buffer and lifted constant and the record that holds its bytes.
+void ModelArchive::readExportIndex() {
+  auto fail = [&](const std::string &what) -> Error {
+    return Error("cannot read model '" + path_ + "': " + what);
+  };
+  for (const char *kind : {"weights", "constants"}) {
+    std::string dir = std::string("data/") + kind + "/";
+    std::string config = dir + "model_" + kind + "_config.json";
+    if (!reader_->hasRecord(config))
+      continue;
+    nlohmann::json json = nlohmann::json::parse(readText(config), nullptr,
+                                                /*allow_exceptions=*/false);
+    if (!json.is_object() || !json.contains("config") ||
+        !json["config"].is_object())
+      throw fail("'" + config + "' is not a tensor config");
+    for (const auto &[name, item] : json["config"].items()) {
+      std::string where = "'" + name + "' in '" + config + "'";
+      if (!item.is_object() || !item.contains("path_name") ||
+          !item["path_name"].is_string() || !item.contains("tensor_meta"))
+        throw fail(where + " has no path_name or tensor_meta");
+      if (item.value("use_pickle", false))
+        continue; // a tensor subclass: not read here
+      const nlohmann::json &meta = item["tensor_meta"];
+      auto ints = [&](const char *field) {
+        std::vector<int64_t> out;
+        if (!meta.contains(field) || !meta[field].is_array())
+          throw fail(where + " has no " + field);
+        for (const nlohmann::json &d : meta[field]) {
+          if (!d.is_object() || !d.contains("as_int") ||
+              !d["as_int"].is_number_integer())
+            throw fail(where + " has a symbolic " + field);
+          out.push_back(d["as_int"].get<int64_t>());
+        }
+        return out;
+      };
+      Entry entry;
+      std::optional<at::ScalarType> dtype;
+      if (meta.contains("dtype") && meta["dtype"].is_number_integer())
+        dtype = exportScalarType(meta["dtype"].get<int64_t>());
+      if (!dtype)
+        throw fail(where + " has a dtype this reader does not know");
+      entry.dtype = *dtype;
+      entry.sizes = ints("sizes");
+      entry.strides = ints("strides");
+      if (entry.sizes.size() != entry.strides.size())
+        throw fail(where + " has " + std::to_string(entry.sizes.size()) +
+                   " sizes but " + std::to_string(entry.strides.size()) +
+                   " strides");
+      const nlohmann::json &offset = meta.value("storage_offset",
+                                                nlohmann::json::object());
+      entry.storageOffset = offset.is_object() && offset.contains("as_int") &&
+                                    offset["as_int"].is_number_integer()
+                                ? offset["as_int"].get<int64_t>()
+                                : 0;
+      entry.record = dir + item["path_name"].get<std::string>();
+      if (!reader_->hasRecord(entry.record))
+        throw fail(where + " names record '" + entry.record +
+                   "', which the archive does not have");
+      entry.storageBytes =
+          static_cast<int64_t>(reader_->getRecordSize(entry.record));
+      checkInsideStorage(entry, name);
+      entries_.emplace(name, std::move(entry));
+    }
+  }
 }
 
 std::shared_ptr<caffe2::serialize::ReadAdapterInterface>

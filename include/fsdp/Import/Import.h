@@ -47,6 +47,13 @@ mlir::OwningOpRef<mlir::ModuleOp> importTorchScript(llvm::StringRef path,
                                                     const ImportOptions &options,
                                                     mlir::MLIRContext *context);
 
+/// Imports `path`, a torch.export archive (`torch.export.save` of an
+/// ExportedProgram, `.pt2`). On failure, diagnostics have been emitted and
+/// null is returned.
+mlir::OwningOpRef<mlir::ModuleOp>
+importExportedProgram(llvm::StringRef path, const ImportOptions &options,
+                      mlir::MLIRContext *context);
+
 } // namespace fsdp
 
 #endif // FSDP_IMPORT_IMPORT_H

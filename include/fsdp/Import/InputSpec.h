@@ -35,6 +35,7 @@ bool parseInputSpec(llvm::StringRef text, InputSpec &spec, std::string &error);
 /// What a file is, by its content rather than its name.
 enum class InputFileKind {
   TorchScript, // a zip archive with `constants.pkl` (torch.jit.save)
+  ExportedProgram, // a zip archive with `archive_format` (torch.export.save)
   OtherZip,    // a zip archive without it (torch.save of a state dict, ...)
   CorruptZip,  // starts like a zip archive but has no central directory
   Other,       // anything else: MLIR text or bytecode, or an error later

@@ -1,4 +1,4 @@
-//===- ModelArchive.h - reads parts of a TorchScript archive ----*- C++ -*-===//
+//===- ModelArchive.h - reads parts of a model archive ----------*- C++ -*-===//
 #ifndef FSDP_RUNTIME_MODELARCHIVE_H
 #define FSDP_RUNTIME_MODELARCHIVE_H
 
@@ -7,6 +7,7 @@
 #include <c10/core/Allocator.h>
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
@@ -37,11 +38,23 @@ c10::IValue readTorchSave(caffe2::serialize::PyTorchStreamReader &reader,
 c10::IValue readTorchSave(const std::vector<char> &bytes,
                           const std::string &path);
 
+/// The dtype a torch.export archive's JSON names by number (torch's
+/// `_export/serde/schema.py` ScalarType); none for a number it does not know.
+std::optional<at::ScalarType> exportScalarType(int64_t serde);
+
+/// True if `reader` holds a torch.export archive (`.pt2`, written by
+/// torch.export.save): its `archive_format` record says "pt2".
+bool isExportArchive(caffe2::serialize::PyTorchStreamReader &reader);
+
 /// The tensors of a TorchScript archive (`torch.jit.save`) by attribute path
 /// ("layers.0.weight"), found without reading their values: the module
 /// pickle is read with every storage left unread, and a tensor's values are
 /// read on request, only the elements asked for. A rank that keeps a shard
 /// of a flat parameter reads that shard's bytes and no others.
+///
+/// A torch.export archive (`torch.export.save`) is read the same way: its
+/// weights and constants configs name every parameter, buffer and lifted
+/// constant by FQN, each in a record of its own.
 ///
 /// Only tensors that are plain attributes of modules are found; what this
 /// reading cannot make sense of (a module's own __getstate__, a quantized or
@@ -59,8 +72,8 @@ public:
     int64_t numel() const;
   };
 
-  /// Opens `path` and reads its module pickle. Throws Error naming the file
-  /// when it is not a TorchScript archive.
+  /// Opens `path` and reads its module pickle (or a torch.export archive's
+  /// configs). Throws Error naming the file when it is neither.
   explicit ModelArchive(const std::string &path);
   ~ModelArchive();
   ModelArchive(const ModelArchive &) = delete;
@@ -76,6 +89,13 @@ public:
 
   /// The whole tensor, with the entry's sizes.
   at::Tensor read(const Entry &entry);
+
+  /// True for a torch.export archive.
+  bool isExportedProgram() const { return exported_; }
+
+  /// A torch.export archive's record `name` (under its own directory), as
+  /// text; Error if it has none.
+  std::string readText(const std::string &name);
 
   /// Bytes of tensor values read so far.
   int64_t bytesRead() const { return bytesRead_; }
@@ -109,7 +129,9 @@ private:
   Stored stored(const std::string &record);
   void readBytes(int64_t offset, void *into, int64_t n);
   void readPickle();
+  void readExportIndex();
   void readMeta();
+  void checkInsideStorage(const Entry &entry, const std::string &name) const;
 
   std::string path_;
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
@@ -122,6 +144,7 @@ private:
   int64_t cachedSize_ = 0;
   int64_t bytesRead_ = 0;
   bool hasWeights_ = true;
+  bool exported_ = false;
   // Records only tensors found here refer to (their values may be skipped),
   // with their bytes, and the records readerSkippingValues skips.
   std::map<std::string, int64_t> skippable_;

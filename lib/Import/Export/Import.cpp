@@ -1,0 +1,1091 @@
+//===- Import.cpp - torch.export programs to the aten/fsdp dialects --------===//
+//
+// The torch.export front end: reads the archive torch.export.save writes (a
+// zip holding `models/model.json`, the serialized ExportedProgram, and the
+// weights and constants configs), with no Python. Its graph is already a
+// list of ATen op calls by overload: each node is a call of the core
+// (StepBuilder::emitCall), which types it by the op's own meta kernel as
+// for TorchScript, so the two front ends build the same IR for the same
+// ops. Parameters and buffers come from the graph signature by FQN; the
+// compiler reads no weight values (lifted constants it reads, as
+// TorchScript's constant attributes).
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Import/Import.h"
+
+#include "../Core/StepBuilder.h"
+
+#include "fsdp/Dialect/ATen/IR/OpTable.h"
+#include "fsdp/runtime/ModelArchive.h"
+#include "fsdp/runtime/Plan.h"
+
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/JSON.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/jit/runtime/operator.h>
+
+#include <limits>
+#include <map>
+
+using namespace mlir;
+using namespace fsdp;
+using namespace fsdp::import;
+namespace json = llvm::json;
+
+using fsdp::runtime::firstLine;
+
+namespace {
+
+/// A placeholder of the graph: what the signature says it is.
+struct Placeholder {
+  enum class Kind { Parameter, Buffer, Constant, UserInput } kind;
+  std::string fqn; // parameter, buffer, constant: its name in the configs
+  bool persistent = true;
+};
+
+class ExportImporter : public StepBuilder {
+public:
+  ExportImporter(MLIRContext *context, llvm::StringRef path)
+      : StepBuilder(context, path) {}
+
+  OwningOpRef<ModuleOp> run(const ImportOptions &options);
+
+private:
+  void importStep(const ImportOptions &options, Location fileLoc);
+  const json::Object &readProgram(Location fileLoc);
+  std::vector<InputSpec> storedSpecs(std::vector<std::string> &targets,
+                                     Location fileLoc);
+  void readSignature(const json::Object &graph, const json::Object &signature,
+                     Location fileLoc);
+  void declareModules(const json::Object &program, const json::Array &nodes);
+  void declareState(const json::Object &graph, Location fileLoc);
+  RankedTensorType metaType(const json::Object &graph, llvm::StringRef name,
+                            Location loc);
+  at::Tensor metaOf(const json::Object &graph, llvm::StringRef name,
+                    Location loc);
+
+  void visitNode(const json::Object &node, size_t index);
+  bool visitSymbolic(const json::Object &node, llvm::StringRef target,
+                     Location loc);
+  double floatOf(const json::Value &v, Location loc);
+  AbsValue argumentValue(const json::Object &arg, const c10::Argument &schemaArg,
+                         Location loc);
+  std::optional<c10::OperatorHandle>
+  scalarOverload(const c10::FunctionSchema &schema,
+                 const std::vector<AbsValue> &args);
+  void emitOp(const json::Object &node, const c10::OperatorHandle &op,
+              std::vector<AbsValue> args, Location loc);
+  bool foldOnConstants(const json::Object &node, const c10::OperatorHandle &op,
+                       std::vector<AbsValue> &args, Location loc);
+  void bindOutputs(const json::Object &node, std::vector<AbsValue> outputs,
+                   Location loc);
+  Location locationOf(const json::Object &node);
+
+  const AbsValue &lookup(llvm::StringRef name, Location loc);
+  void bind(llvm::StringRef name, AbsValue abs) {
+    env[name.str()] = std::move(abs);
+  }
+  bool readAfter(const CallSite &site,
+                 llvm::function_ref<bool(Value)> aliases) override;
+  void replaceEverywhere(Value old, Value updated) override;
+
+  std::unique_ptr<fsdp::runtime::ModelArchive> archive;
+  json::Value programJson = nullptr;
+  // The graph's values by name.
+  std::map<std::string, AbsValue> env;
+  // Where each value is last read: a node's index, or the number of nodes
+  // for a graph output.
+  llvm::StringMap<size_t> lastUse;
+  size_t nodeIndex = 0;
+  // The placeholders, by name, in the graph's order.
+  std::vector<std::string> placeholderOrder;
+  llvm::StringMap<Placeholder> placeholders;
+  // The modules' classes, from the nodes' nn_module_stack.
+  std::vector<std::string> modulePaths;
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// JSON helpers
+//===----------------------------------------------------------------------===//
+
+/// The one member of a union object (`{"as_tensor": {...}}`).
+static std::pair<llvm::StringRef, const json::Value *>
+unionMember(const json::Object &object) {
+  for (const auto &member : object)
+    return {member.first, &member.second};
+  return {"", nullptr};
+}
+
+static std::string str(const json::Value &v) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << v;
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Archive and signature
+//===----------------------------------------------------------------------===//
+
+const json::Object &ExportImporter::readProgram(Location fileLoc) {
+  try {
+    archive = std::make_unique<fsdp::runtime::ModelArchive>(path);
+  } catch (const std::exception &e) {
+    fail(fileLoc, e.what());
+  }
+  std::string text;
+  try {
+    text = archive->readText("models/model.json");
+  } catch (const std::exception &e) {
+    fail(fileLoc, std::string(e.what()) +
+                      " (fsdp-opt reads the program torch.export.save names "
+                      "'model')");
+  }
+  auto parsed = json::parse(text);
+  if (!parsed) {
+    std::string error = llvm::toString(parsed.takeError());
+    fail(fileLoc, "'" + path + "': models/model.json is not JSON: " + error);
+  }
+  programJson = std::move(*parsed);
+  const json::Object *program = programJson.getAsObject();
+  if (!program || !program->getObject("graph_module"))
+    fail(fileLoc, "'" + path + "': models/model.json has no graph_module");
+  return *program;
+}
+
+/// What python/fsdp_export.py stores beside the program
+/// (`extra/fsdp_meta.json`): the input specs and the loss targets.
+std::vector<InputSpec>
+ExportImporter::storedSpecs(std::vector<std::string> &targets,
+                            Location fileLoc) {
+  std::vector<InputSpec> specs;
+  std::string text;
+  try {
+    text = archive->readText(std::string("extra/") + kMetadataExtraFile);
+  } catch (const std::exception &) {
+    return specs;
+  }
+  auto parsed = json::parse(text);
+  const json::Object *meta = parsed ? parsed->getAsObject() : nullptr;
+  if (!meta)
+    fail(fileLoc, std::string("malformed ") + kMetadataExtraFile + " in '" +
+                      path + "'");
+  if (const json::Array *stored = meta->getArray("targets"))
+    for (const json::Value &t : *stored)
+      if (auto text = t.getAsString())
+        targets.push_back(text->str());
+  if (const json::Array *inputs = meta->getArray("inputs"))
+    for (const json::Value &v : *inputs) {
+      InputSpec spec;
+      std::string error;
+      auto text = v.getAsString();
+      if (!text || !parseInputSpec(*text, spec, error))
+        fail(fileLoc, std::string(kMetadataExtraFile) + ": " +
+                          (text ? error : "input is not a string"));
+      specs.push_back(spec);
+    }
+  return specs;
+}
+
+void ExportImporter::readSignature(const json::Object &graph,
+                                   const json::Object &signature,
+                                   Location fileLoc) {
+  const json::Array *inputs = signature.getArray("input_specs");
+  if (!inputs)
+    fail(fileLoc, "'" + path + "': the graph signature has no input_specs");
+  for (const json::Value &v : *inputs) {
+    const json::Object *spec = v.getAsObject();
+    auto [kind, body] = spec ? unionMember(*spec) : unionMember({});
+    const json::Object *object = body ? body->getAsObject() : nullptr;
+    if (!object)
+      fail(fileLoc, "'" + path + "': malformed input spec " + str(v));
+    const json::Object *arg = object->getObject("arg");
+    Placeholder p;
+    std::optional<llvm::StringRef> name;
+    if (kind == "parameter" || kind == "buffer" || kind == "tensor_constant") {
+      name = arg ? arg->getString("name") : std::nullopt;
+      p.kind = kind == "parameter" ? Placeholder::Kind::Parameter
+               : kind == "buffer"  ? Placeholder::Kind::Buffer
+                                   : Placeholder::Kind::Constant;
+      auto fqn = object->getString(kind == "parameter" ? "parameter_name"
+                                   : kind == "buffer"  ? "buffer_name"
+                                                       : "tensor_constant_name");
+      if (!fqn)
+        fail(fileLoc, "'" + path + "': malformed input spec " + str(v));
+      p.fqn = fqn->str();
+      if (auto persistent = object->getBoolean("persistent"))
+        p.persistent = *persistent;
+    } else if (kind == "user_input") {
+      const json::Object *tensor = arg ? arg->getObject("as_tensor") : nullptr;
+      if (!tensor)
+        fail(fileLoc, "forward takes an input that is not a tensor (" +
+                          str(v) + "): fsdp-opt trains on tensor inputs; "
+                          "export the model with its other arguments fixed");
+      name = tensor->getString("name");
+      p.kind = Placeholder::Kind::UserInput;
+    } else {
+      fail(fileLoc, "the program takes a " + kind.str() +
+                        " input, which fsdp-opt cannot import (custom "
+                        "objects, effect tokens and constant inputs are "
+                        "not supported)");
+    }
+    if (!name)
+      fail(fileLoc, "'" + path + "': malformed input spec " + str(v));
+    placeholderOrder.push_back(name->str());
+    placeholders[*name] = p;
+  }
+  (void)graph;
+}
+
+/// The type torch.export recorded for value `name`; a symbolic dimension is
+/// an error naming it.
+RankedTensorType ExportImporter::metaType(const json::Object &graph,
+                                          llvm::StringRef name, Location loc) {
+  at::Tensor t = metaOf(graph, name, loc);
+  return tensorType(t, loc);
+}
+
+at::Tensor ExportImporter::metaOf(const json::Object &graph,
+                                  llvm::StringRef name, Location loc) {
+  const json::Object *values = graph.getObject("tensor_values");
+  const json::Object *meta = values ? values->getObject(name) : nullptr;
+  if (!meta)
+    fail(loc, "'" + path + "': no tensor metadata for '" + name + "'");
+  std::optional<at::ScalarType> dtype;
+  if (auto code = meta->getInteger("dtype"))
+    dtype = fsdp::runtime::exportScalarType(*code);
+  if (!dtype)
+    fail(loc, "'" + name + "' has a dtype fsdp-opt does not know (" +
+                  str(*meta->get("dtype")) + ")");
+  std::vector<int64_t> sizes;
+  if (const json::Array *dims = meta->getArray("sizes"))
+    for (const json::Value &d : *dims) {
+      const json::Object *dim = d.getAsObject();
+      std::optional<int64_t> n = dim ? dim->getInteger("as_int") : std::nullopt;
+      if (!n)
+        fail(loc, "'" + name + "' has a symbolic dimension (" + str(d) +
+                      "); give its static shape with --input " + name +
+                      ":DIMSxDTYPE, or export with static shapes");
+      sizes.push_back(*n);
+    }
+  return at::empty(sizes, at::TensorOptions().dtype(*dtype).device(at::kMeta));
+}
+
+/// The module tree (`fsdp.modules`): the module call graph's FQNs in order
+/// (named_modules' preorder), each with the class its nn_module_stack names.
+void ExportImporter::declareModules(const json::Object &program,
+                                    const json::Array &nodes) {
+  for (const json::Value &n : nodes) {
+    const json::Object *node = n.getAsObject();
+    const json::Object *metadata = node ? node->getObject("metadata") : nullptr;
+    auto stack = metadata ? metadata->getString("nn_module_stack")
+                          : std::nullopt;
+    if (!stack)
+      continue;
+    // "KEY,PATH,CLASS;KEY,PATH,CLASS": the outermost first.
+    SmallVector<llvm::StringRef> frames;
+    stack->split(frames, ';', -1, /*KeepEmpty=*/false);
+    for (llvm::StringRef frame : frames) {
+      auto [key, rest] = frame.split(',');
+      size_t comma = rest.rfind(',');
+      if (comma == llvm::StringRef::npos)
+        continue;
+      moduleClasses.try_emplace(rest.take_front(comma).str(),
+                                rest.drop_front(comma + 1).str());
+    }
+  }
+  const json::Object *graphModule = program.getObject("graph_module");
+  const json::Array *calls =
+      graphModule ? graphModule->getArray("module_call_graph") : nullptr;
+  if (calls)
+    for (const json::Value &c : *calls)
+      if (const json::Object *entry = c.getAsObject())
+        if (auto fqn = entry->getString("fqn"))
+          modulePaths.push_back(fqn->str());
+  if (llvm::find(modulePaths, "") == modulePaths.end())
+    modulePaths.insert(modulePaths.begin(), "");
+  SmallVector<Attribute> modules;
+  for (const std::string &m : modulePaths)
+    modules.push_back(builder.getStrArrayAttr({m, moduleClasses.lookup(m)}));
+  module->setAttr(kModulesAttr, builder.getArrayAttr(modules));
+}
+
+/// The parameter and buffer symbols, in state_dict order: each module's
+/// parameters, then its buffers, modules in preorder.
+void ExportImporter::declareState(const json::Object &graph,
+                                  Location fileLoc) {
+  auto owner = [](llvm::StringRef fqn) {
+    size_t dot = fqn.rfind('.');
+    return dot == llvm::StringRef::npos ? std::string() : fqn.take_front(dot).str();
+  };
+  std::vector<std::string> order;
+  llvm::StringSet<> placed;
+  for (const std::string &m : modulePaths)
+    for (Placeholder::Kind kind :
+         {Placeholder::Kind::Parameter, Placeholder::Kind::Buffer})
+      for (const std::string &name : placeholderOrder) {
+        const Placeholder &p = placeholders.find(name)->second;
+        if (p.kind == kind && owner(p.fqn) == m && placed.insert(name).second)
+          order.push_back(name);
+      }
+  for (const std::string &name : placeholderOrder) {
+    const Placeholder &p = placeholders.find(name)->second;
+    if ((p.kind == Placeholder::Kind::Parameter ||
+         p.kind == Placeholder::Kind::Buffer) &&
+        placed.insert(name).second)
+      order.push_back(name);
+  }
+  // Tied weights (`lm_head.weight = wte.weight`): torch.export lifts each
+  // name, and the weights config points both at one record. One symbol,
+  // the first name canonical, the others its aliases (as TorchScript's).
+  using Key = std::tuple<std::string, int64_t, std::vector<int64_t>,
+                         std::vector<int64_t>>;
+  std::map<Key, std::string> canonical;
+  for (const std::string &name : order) {
+    const Placeholder &p = placeholders.find(name)->second;
+    if (const fsdp::runtime::ModelArchive::Entry *entry = archive->find(p.fqn);
+        entry && entry->numel() != 0) {
+      auto [it, inserted] = canonical.emplace(
+          Key{entry->record, entry->storageOffset, entry->sizes,
+              entry->strides},
+          p.fqn);
+      if (!inserted) {
+        if (states.lookup(it->second).isParam !=
+            (p.kind == Placeholder::Kind::Parameter))
+          fail(fileLoc, "'" + p.fqn + "' and '" + it->second +
+                            "' are one tensor, but one is a parameter and "
+                            "the other a buffer");
+        aliasStateSymbol(it->second, p.fqn);
+        continue;
+      }
+    }
+    std::string modulePath = owner(p.fqn);
+    declareStateSymbol(p.fqn, modulePath, moduleClasses.lookup(modulePath),
+                       metaOf(graph, name, fileLoc),
+                       p.kind == Placeholder::Kind::Parameter, p.persistent,
+                       fileLoc);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Values
+//===----------------------------------------------------------------------===//
+
+const AbsValue &ExportImporter::lookup(llvm::StringRef name, Location loc) {
+  auto it = env.find(name.str());
+  if (it != env.end())
+    return it->second;
+  // State is read where the forward first uses it, as TorchScript's is.
+  auto p = placeholders.find(name);
+  if (p != placeholders.end() &&
+      (p->second.kind == Placeholder::Kind::Parameter ||
+       p->second.kind == Placeholder::Kind::Buffer))
+    return env[name.str()] = AbsValue::ofTensor(stateValue(p->second.fqn, loc));
+  if (p != placeholders.end() && p->second.kind == Placeholder::Kind::Constant) {
+    const fsdp::runtime::ModelArchive::Entry *entry =
+        archive->find(p->second.fqn);
+    if (!entry)
+      fail(loc, "the archive has no values for constant '" + p->second.fqn +
+                    "'");
+    at::Tensor value = archive->read(*entry);
+    valuesRead.push_back({p->second.fqn, static_cast<int64_t>(value.nbytes())});
+    return env[name.str()] = AbsValue::ofConstant(value);
+  }
+  fail(loc, "value '" + name + "' is used before it is defined");
+}
+
+bool ExportImporter::readAfter(const CallSite &site,
+                               llvm::function_ref<bool(Value)> aliases) {
+  for (const auto &[name, abs] : env)
+    if (holdsTensor(abs, aliases) && lastUse.lookup(name) > nodeIndex)
+      return true;
+  return false;
+}
+
+void ExportImporter::replaceEverywhere(Value old, Value updated) {
+  for (auto &entry : env)
+    replaceTensor(entry.second, old, updated);
+}
+
+//===----------------------------------------------------------------------===//
+// Locations: the node's stack trace, named by its module path
+//===----------------------------------------------------------------------===//
+
+/// The innermost frame of the user's code (outside torch's package) in the
+/// node's stack trace, or the innermost one; named by the path of the
+/// module whose code the node is (the last entry of its nn_module_stack).
+Location ExportImporter::locationOf(const json::Object &node) {
+  Location loc = UnknownLoc::get(context);
+  const json::Object *metadata = node.getObject("metadata");
+  if (!metadata)
+    return loc;
+  if (auto trace = metadata->getString("stack_trace")) {
+    // `File "PATH", line N, in FUNCTION` lines, the outermost first.
+    std::optional<std::pair<std::string, unsigned>> user, innermost;
+    SmallVector<llvm::StringRef> lines;
+    trace->split(lines, '\n');
+    for (llvm::StringRef line : lines) {
+      line = line.trim();
+      if (!line.consume_front("File \""))
+        continue;
+      auto [file, rest] = line.split('"');
+      unsigned lineNo = 0;
+      if (!rest.consume_front(", line ") ||
+          rest.take_while(llvm::isDigit).getAsInteger(10, lineNo))
+        continue;
+      innermost = {file.str(), lineNo};
+      bool inTorch = file.contains("/site-packages/torch/") ||
+                     file.contains("/dist-packages/torch/");
+      if (!inTorch)
+        user = innermost;
+    }
+    if (auto frame = user ? user : innermost)
+      loc = FileLineColLoc::get(context, frame->first, frame->second, 1);
+  }
+  if (auto stack = metadata->getString("nn_module_stack")) {
+    llvm::StringRef last = stack->rsplit(';').second;
+    if (last.empty())
+      last = *stack;
+    llvm::StringRef rest = last.split(',').second;
+    size_t comma = rest.rfind(',');
+    llvm::StringRef modulePath =
+        comma == llvm::StringRef::npos ? llvm::StringRef() : rest.take_front(comma);
+    if (!modulePath.empty())
+      loc = NameLoc::get(StringAttr::get(context, modulePath), loc);
+  }
+  return loc;
+}
+
+//===----------------------------------------------------------------------===//
+// Nodes
+//===----------------------------------------------------------------------===//
+
+/// A float as the serialized program writes it: a number, or "Infinity",
+/// "-Infinity" or "NaN" (which JSON has no numbers for).
+double ExportImporter::floatOf(const json::Value &v, Location loc) {
+  if (std::optional<double> x = v.getAsNumber())
+    return *x;
+  if (std::optional<llvm::StringRef> text = v.getAsString()) {
+    if (*text == "Infinity")
+      return std::numeric_limits<double>::infinity();
+    if (*text == "-Infinity")
+      return -std::numeric_limits<double>::infinity();
+    if (*text == "NaN")
+      return std::numeric_limits<double>::quiet_NaN();
+  }
+  fail(loc, "malformed float " + str(v));
+}
+
+/// An argument of a call, as the serialized program writes it.
+AbsValue ExportImporter::argumentValue(const json::Object &arg,
+                                       const c10::Argument &schemaArg,
+                                       Location loc) {
+  auto [kind, body] = unionMember(arg);
+  if (!body)
+    fail(loc, "malformed argument '" + schemaArg.name() + "'");
+  auto tensorNamed = [&](const json::Value &v) -> AbsValue {
+    const json::Object *t = v.getAsObject();
+    auto name = t ? t->getString("name") : std::nullopt;
+    if (!name)
+      fail(loc, "malformed tensor argument '" + schemaArg.name() + "'");
+    return lookup(*name, loc);
+  };
+  auto optionalTensor = [&](const json::Value &v) -> AbsValue {
+    const json::Object *o = v.getAsObject();
+    if (!o || o->get("as_none"))
+      return AbsValue::ofConstant(c10::IValue());
+    const json::Value *t = o->get("as_tensor");
+    if (!t)
+      fail(loc, "malformed optional tensor in '" + schemaArg.name() + "'");
+    return tensorNamed(*t);
+  };
+  // A SymInt or SymBool: a number, or a value the graph computed (a
+  // constant here: shapes are static).
+  auto symbolic = [&](const json::Value &v) -> c10::IValue {
+    const json::Object *o = v.getAsObject();
+    if (o)
+      if (auto [k, b] = unionMember(*o); b) {
+        if (k == "as_int" && b->getAsInteger())
+          return *b->getAsInteger();
+        if (k == "as_bool" && b->getAsBoolean())
+          return *b->getAsBoolean();
+        if (k == "as_float" && b->getAsNumber())
+          return *b->getAsNumber();
+        if (k == "as_name" && b->getAsString()) {
+          const AbsValue &a = lookup(*b->getAsString(), loc);
+          if (a.isConstant())
+            return a.constant;
+        }
+      }
+    fail(loc, "argument '" + schemaArg.name() + "' is a symbolic value (" +
+                  str(v) + ") fsdp-opt cannot make static");
+  };
+  const json::Array *list = body->getAsArray();
+  if (kind == "as_none")
+    return AbsValue::ofConstant(c10::IValue());
+  if (kind == "as_tensor")
+    return tensorNamed(*body);
+  if (kind == "as_optional_tensor")
+    return optionalTensor(*body);
+  if ((kind == "as_tensors" || kind == "as_optional_tensors") && list) {
+    std::vector<AbsValue> elements;
+    for (const json::Value &e : *list)
+      elements.push_back(kind == "as_tensors" ? tensorNamed(e)
+                                              : optionalTensor(e));
+    return AbsValue::ofSequence(std::move(elements), /*isTuple=*/false);
+  }
+  if (kind == "as_int" && body->getAsInteger())
+    return AbsValue::ofConstant(*body->getAsInteger());
+  if (kind == "as_float")
+    return AbsValue::ofConstant(floatOf(*body, loc));
+  if (kind == "as_bool" && body->getAsBoolean())
+    return AbsValue::ofConstant(*body->getAsBoolean());
+  if (kind == "as_string" && body->getAsString())
+    return AbsValue::ofConstant(body->getAsString()->str());
+  if (kind == "as_ints" && list) {
+    c10::List<int64_t> values;
+    for (const json::Value &e : *list)
+      values.push_back(e.getAsInteger().value_or(0));
+    return AbsValue::ofConstant(values);
+  }
+  if (kind == "as_floats" && list) {
+    c10::List<double> values;
+    for (const json::Value &e : *list)
+      values.push_back(floatOf(e, loc));
+    return AbsValue::ofConstant(values);
+  }
+  if (kind == "as_bools" && list) {
+    c10::List<bool> values;
+    for (const json::Value &e : *list)
+      values.push_back(e.getAsBoolean().value_or(false));
+    return AbsValue::ofConstant(values);
+  }
+  if (kind == "as_strings" && list) {
+    c10::List<std::string> values;
+    for (const json::Value &e : *list)
+      values.push_back(e.getAsString().value_or("").str());
+    return AbsValue::ofConstant(values);
+  }
+  if (kind == "as_sym_int" || kind == "as_sym_bool" || kind == "as_sym_float")
+    return AbsValue::ofConstant(symbolic(*body));
+  if (kind == "as_sym_ints" && list) {
+    c10::List<int64_t> values;
+    for (const json::Value &e : *list)
+      values.push_back(symbolic(e).toInt());
+    return AbsValue::ofConstant(values);
+  }
+  if (kind == "as_scalar_type" && body->getAsInteger()) {
+    std::optional<at::ScalarType> dtype =
+        fsdp::runtime::exportScalarType(*body->getAsInteger());
+    if (!dtype)
+      fail(loc, "argument '" + schemaArg.name() + "' names a dtype (" +
+                    str(*body) + ") fsdp-opt does not know");
+    return AbsValue::ofConstant(static_cast<int64_t>(*dtype));
+  }
+  if (kind == "as_memory_format" && body->getAsInteger()) {
+    // serde: 1 contiguous, 2 channels last, 3 channels last 3d, 4 preserve.
+    static const at::MemoryFormat formats[] = {
+        at::MemoryFormat::Contiguous, at::MemoryFormat::Contiguous,
+        at::MemoryFormat::ChannelsLast, at::MemoryFormat::ChannelsLast3d,
+        at::MemoryFormat::Preserve};
+    int64_t code = *body->getAsInteger();
+    if (code < 1 || code > 4)
+      fail(loc, "argument '" + schemaArg.name() + "' names a memory format (" +
+                    str(*body) + ") fsdp-opt does not know");
+    return AbsValue::ofConstant(static_cast<int64_t>(formats[code]));
+  }
+  if (kind == "as_layout" && body->getAsInteger()) {
+    if (*body->getAsInteger() != 7)
+      fail(loc, "argument '" + schemaArg.name() +
+                    "' asks for a layout other than strided");
+    return AbsValue::ofConstant(static_cast<int64_t>(at::kStrided));
+  }
+  if (kind == "as_device") {
+    // Plans are device-neutral: the run's device is chosen at load.
+    return AbsValue::ofConstant(c10::Device(c10::kCPU));
+  }
+  if (kind == "as_complex")
+    if (const json::Object *z = body->getAsObject())
+      return AbsValue::ofConstant(c10::complex<double>(
+          z->getNumber("real").value_or(0), z->getNumber("imag").value_or(0)));
+  fail(loc, "argument '" + schemaArg.name() + "' is a " + kind.str() +
+                ", which fsdp-opt cannot import");
+}
+
+/// Shape arithmetic on values that are constants here (static shapes):
+/// `aten.sym_size.int`, Python's operators on them, and the asserts that
+/// check them. True if `target` is one of those.
+bool ExportImporter::visitSymbolic(const json::Object &node,
+                                   llvm::StringRef target, Location loc) {
+  static const llvm::StringSet<> asserts = {
+      "torch.ops.aten._assert_tensor_metadata.default",
+      "torch.ops.aten._assert_scalar.default",
+      "torch.ops.aten.sym_constrain_range_for_size.default",
+      "torch.ops.aten._assert_async.msg"};
+  if (asserts.contains(target))
+    return true; // what they check holds for the static types
+  const json::Array *inputs = node.getArray("inputs");
+  const json::Array *outputs = node.getArray("outputs");
+  auto bindOne = [&](c10::IValue value) {
+    if (!outputs || outputs->size() != 1)
+      fail(loc, target + " has no single output");
+    const json::Object *out = (*outputs)[0].getAsObject();
+    auto [k, b] = out ? unionMember(*out) : unionMember({});
+    const json::Object *named = b ? b->getAsObject() : nullptr;
+    auto name = named ? named->getString("as_name") : std::nullopt;
+    if (!name)
+      name = named ? named->getString("name") : std::nullopt;
+    if (!name)
+      fail(loc, target + " has a malformed output");
+    bind(*name, AbsValue::ofConstant(std::move(value)));
+  };
+  auto input = [&](size_t i) -> c10::IValue {
+    const json::Object *in =
+        inputs && i < inputs->size() ? (*inputs)[i].getAsObject() : nullptr;
+    const json::Object *arg = in ? in->getObject("arg") : nullptr;
+    if (!arg)
+      fail(loc, target + " lacks argument " + std::to_string(i));
+    c10::Argument any("x", c10::AnyType::get());
+    auto [k, b] = unionMember(*arg);
+    if (k == "as_tensor") {
+      const AbsValue &t = argumentValue(*arg, any, loc);
+      if (!t.isTensor())
+        fail(loc, target + ": argument is not a tensor of the step");
+      return metaTensor(cast<RankedTensorType>(t.tensor.getType()), loc);
+    }
+    AbsValue a = argumentValue(*arg, any, loc);
+    if (!a.isConstant())
+      fail(loc, target + ": argument is not a constant");
+    return a.constant;
+  };
+  if (target == "torch.ops.aten.sym_size.int" ||
+      target == "torch.ops.aten.sym_stride.int") {
+    at::Tensor t = input(0).toTensor();
+    int64_t dim = c10::maybe_wrap_dim(input(1).toInt(), t.dim());
+    bindOne(target.contains("size") ? t.size(dim) : t.stride(dim));
+    return true;
+  }
+  if (target == "torch.ops.aten.sym_numel.default") {
+    bindOne(input(0).toTensor().numel());
+    return true;
+  }
+  if (!target.starts_with("_operator."))
+    return false;
+  llvm::StringRef op = target.drop_front(strlen("_operator."));
+  c10::IValue a = input(0);
+  if (op == "neg" || op == "not_") {
+    bindOne(op == "neg" ? c10::IValue(-a.toInt()) : c10::IValue(!a.toBool()));
+    return true;
+  }
+  c10::IValue b = input(1);
+  if (a.isInt() && b.isInt()) {
+    int64_t x = a.toInt(), y = b.toInt();
+    auto floorDiv = [&] {
+      if (y == 0)
+        fail(loc, target + ": division by zero");
+      int64_t q = x / y;
+      return (x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;
+    };
+    std::optional<c10::IValue> r;
+    if (op == "add") r = x + y;
+    else if (op == "sub") r = x - y;
+    else if (op == "mul") r = x * y;
+    else if (op == "floordiv") r = floorDiv();
+    else if (op == "mod") r = x - floorDiv() * y;
+    else if (op == "eq") r = x == y;
+    else if (op == "ne") r = x != y;
+    else if (op == "lt") r = x < y;
+    else if (op == "le") r = x <= y;
+    else if (op == "gt") r = x > y;
+    else if (op == "ge") r = x >= y;
+    if (r) {
+      bindOne(*r);
+      return true;
+    }
+  }
+  if (a.isBool() && b.isBool() && (op == "and_" || op == "or_")) {
+    bindOne(op == "and_" ? a.toBool() && b.toBool() : a.toBool() || b.toBool());
+    return true;
+  }
+  fail(loc, target + " on " + a.tagKind() + " and " + b.tagKind() +
+                " is not supported");
+}
+
+void ExportImporter::visitNode(const json::Object &node, size_t index) {
+  nodeIndex = index;
+  Location loc = locationOf(node);
+  auto target = node.getString("target");
+  if (!target)
+    fail(loc, "a node without a target");
+  if (visitSymbolic(node, *target, loc))
+    return;
+  if (target->starts_with("torch.ops.higher_order."))
+    fail(loc, *target + " is a higher-order op (control flow or a wrapped "
+                        "region), which fsdp-opt cannot import; export "
+                        "the model without it");
+  llvm::StringRef rest = *target;
+  if (!rest.consume_front("torch.ops.aten."))
+    fail(loc, *target + " is not an ATen operator; fsdp-opt imports ATen "
+                        "operators only");
+  auto [name, overload] = rest.rsplit('.');
+  std::optional<c10::OperatorHandle> op =
+      c10::Dispatcher::singleton().findSchema(
+          {"aten::" + name.str(), overload == "default" ? "" : overload.str()});
+  if (!op)
+    fail(loc, *target + " is not an operator this libtorch has");
+  const c10::FunctionSchema &schema = op->schema();
+
+  // Arguments by name; the schema's defaults for those left out.
+  llvm::StringMap<const json::Object *> given;
+  if (const json::Array *inputs = node.getArray("inputs"))
+    for (const json::Value &v : *inputs)
+      if (const json::Object *in = v.getAsObject())
+        if (auto argName = in->getString("name"))
+          given[*argName] = in->getObject("arg");
+  std::vector<AbsValue> args;
+  args.reserve(schema.arguments().size());
+  for (const c10::Argument &arg : schema.arguments()) {
+    auto it = given.find(arg.name());
+    if (it != given.end() && it->second)
+      args.push_back(argumentValue(*it->second, arg, loc));
+    else if (arg.default_value())
+      args.push_back(AbsValue::ofConstant(*arg.default_value()));
+    else
+      fail(loc, *target + " is given no argument '" + arg.name() + "'");
+  }
+  // A Python number where the schema takes a Tensor (`x.add_(1)` records
+  // add_.Tensor with other=1; eager wraps the number): the overload that
+  // takes a Scalar there, as TorchScript's schema matching picks.
+  if (std::optional<c10::OperatorHandle> scalar = scalarOverload(schema, args))
+    return emitOp(node, *scalar, std::move(args), loc);
+  emitOp(node, *op, std::move(args), loc);
+}
+
+/// True for a number where `arg` takes a Tensor.
+static bool numberForTensor(const c10::Argument &arg, const AbsValue &value) {
+  return arg.type()->kind() == c10::TypeKind::TensorType &&
+         value.isConstant() &&
+         (value.constant.isInt() || value.constant.isDouble() ||
+          value.constant.isBool() || value.constant.isComplexDouble());
+}
+
+std::optional<c10::OperatorHandle>
+ExportImporter::scalarOverload(const c10::FunctionSchema &schema,
+                               const std::vector<AbsValue> &args) {
+  const std::vector<c10::Argument> &params = schema.arguments();
+  bool any = false;
+  for (size_t i = 0; i < params.size(); ++i)
+    any |= numberForTensor(params[i], args[i]);
+  if (!any)
+    return std::nullopt;
+  for (const std::shared_ptr<torch::jit::Operator> &candidate :
+       torch::jit::getAllOperatorsFor(
+           c10::Symbol::fromQualString(schema.name()))) {
+    const c10::FunctionSchema &other = candidate->schema();
+    if (other.arguments().size() != params.size() ||
+        other.returns().size() != schema.returns().size() ||
+        other.is_mutable() != schema.is_mutable())
+      continue;
+    bool fits = true;
+    for (size_t i = 0; fits && i < params.size(); ++i) {
+      const c10::Argument &a = params[i], &b = other.arguments()[i];
+      fits = numberForTensor(a, args[i])
+                 ? b.type()->kind() == c10::TypeKind::NumberType
+                 : *a.type() == *b.type();
+    }
+    if (!fits)
+      continue;
+    if (std::optional<c10::OperatorHandle> handle =
+            c10::Dispatcher::singleton().findSchema(
+                {other.name(), other.overload_name()}))
+      return handle;
+  }
+  return std::nullopt;
+}
+
+/// A call on compile-time constants is computed here, as the TorchScript
+/// front end does (masks built from `arange`, `zeros`, `ones_like(x)` stay
+/// constants): unless it is random, reads uninitialized memory, or makes
+/// a tensor too large to keep. A factory that reads only its tensor
+/// input's type (`zeros_like`) runs on zeros of that type.
+bool ExportImporter::foldOnConstants(const json::Object &node,
+                                     const c10::OperatorHandle &op,
+                                     std::vector<AbsValue> &args,
+                                     Location loc) {
+  const c10::FunctionSchema &schema = op.schema();
+  if (op.hasTag(at::Tag::nondeterministic_seeded) ||
+      aten::hasFact(schema.name(), aten::OpFact::Uninitialized))
+    return false;
+  bool typeOnly = aten::hasFact(schema.name(), aten::OpFact::TypeOnlyFactory);
+  Stack stack;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const AbsValue &a = computeDtypeArgument(schema, i, args[i], loc);
+    if (typeOnly && i == 0 && a.isTensor()) {
+      auto type = cast<RankedTensorType>(a.tensor.getType());
+      stack.push_back(at::zeros(
+          type.getShape().vec(),
+          at::TensorOptions().dtype(scalarType(type.getElementType(), loc))));
+    } else if (a.isFullyConstant()) {
+      stack.push_back(toIValue(a, schema.arguments()[i].type(), false, loc));
+    } else {
+      return false;
+    }
+  }
+  try {
+    op.callBoxed(stack);
+  } catch (const c10::Error &e) {
+    fail(loc, "evaluating " + overloadName(schema) + " on constants failed: " +
+                  e.what_without_backtrace());
+  }
+  for (const c10::IValue &r : stack)
+    if (r.isTensor() && r.toTensor().numel() > (1 << 16))
+      return false;
+  std::vector<AbsValue> outputs;
+  for (const c10::IValue &r : stack)
+    outputs.push_back(r.isTensorList()
+                          ? [&] {
+                              std::vector<AbsValue> elements;
+                              for (const at::Tensor &t : r.toTensorVector())
+                                elements.push_back(AbsValue::ofConstant(t));
+                              return AbsValue::ofSequence(elements, false);
+                            }()
+                          : AbsValue::ofConstant(r));
+  bindOutputs(node, std::move(outputs), loc);
+  return true;
+}
+
+void ExportImporter::emitOp(const json::Object &node,
+                            const c10::OperatorHandle &op,
+                            std::vector<AbsValue> args, Location loc) {
+  const c10::FunctionSchema &schema = op.schema();
+  if (foldOnConstants(node, op, args, loc))
+    return;
+  CallSite site{schema, overloadName(schema), loc};
+  site.run = [op](Stack &stack) { op.callBoxed(stack); };
+  for (size_t i = 0; i < args.size(); ++i) {
+    site.args.push_back(&computeDtypeArgument(schema, i, args[i], loc));
+    site.argTypes.push_back(schema.arguments()[i].type());
+  }
+  site.numOutputs = schema.returns().size();
+  site.position = &node;
+  bindOutputs(node, StepBuilder::emitCall(site), loc);
+}
+
+void ExportImporter::bindOutputs(const json::Object &node,
+                                 std::vector<AbsValue> outputs, Location loc) {
+  const json::Array *declared = node.getArray("outputs");
+  if (!declared)
+    return;
+  auto nameOf = [](const json::Value &v) -> std::optional<llvm::StringRef> {
+    const json::Object *o = v.getAsObject();
+    return o ? o->getString("name") : std::nullopt;
+  };
+  for (size_t i = 0; i < declared->size() && i < outputs.size(); ++i) {
+    const json::Object *out = (*declared)[i].getAsObject();
+    auto [kind, body] = out ? unionMember(*out) : unionMember({});
+    if (!body || kind == "as_none")
+      continue;
+    if (kind == "as_tensor") {
+      if (auto name = nameOf(*body))
+        bind(*name, outputs[i]);
+    } else if (kind == "as_tensors" && body->getAsArray()) {
+      const json::Array &names = *body->getAsArray();
+      AbsValue &list = outputs[i];
+      if (list.kind != AbsValue::Kind::Sequence ||
+          list.elements.size() != names.size())
+        fail(loc, "the program's outputs of this call do not match its "
+                  "results");
+      for (size_t j = 0; j < names.size(); ++j)
+        if (auto name = nameOf(names[j]))
+          bind(*name, list.elements[j]);
+    } else {
+      fail(loc, "an output of kind " + kind.str() + " is not supported");
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Entry point
+//===----------------------------------------------------------------------===//
+
+/// Records the last node that reads each value (an output: past the last).
+static void indexUses(const json::Value &v, size_t index,
+                      llvm::StringMap<size_t> &lastUse) {
+  if (const json::Object *o = v.getAsObject()) {
+    for (const auto &member : *o) {
+      if ((member.first == "name" || member.first == "as_name") &&
+          member.second.getAsString())
+        lastUse[*member.second.getAsString()] = index;
+      else
+        indexUses(member.second, index, lastUse);
+    }
+  } else if (const json::Array *a = v.getAsArray()) {
+    for (const json::Value &e : *a)
+      indexUses(e, index, lastUse);
+  }
+}
+
+void ExportImporter::importStep(const ImportOptions &options,
+                                Location fileLoc) {
+  const json::Object &program = readProgram(fileLoc);
+  const json::Object &graphModule = *program.getObject("graph_module");
+  const json::Object *graph = graphModule.getObject("graph");
+  const json::Object *signature = graphModule.getObject("signature");
+  const json::Array *nodes = graph ? graph->getArray("nodes") : nullptr;
+  if (!graph || !signature || !nodes)
+    fail(fileLoc, "'" + path + "': the program has no graph or signature");
+  std::vector<std::string> targets;
+  std::vector<InputSpec> specs = storedSpecs(targets, fileLoc);
+  for (const InputSpec &spec : options.inputs) {
+    auto it = llvm::find_if(
+        specs, [&](const InputSpec &s) { return s.name == spec.name; });
+    if (it != specs.end())
+      *it = spec;
+    else
+      specs.push_back(spec);
+  }
+  readSignature(*graph, *signature, fileLoc);
+
+  createModule(fileLoc, targets);
+  declareModules(program, *nodes);
+  declareState(*graph, fileLoc);
+
+  // forward's inputs: --input (or the stored spec) where given, else the
+  // type torch.export recorded.
+  SmallVector<Type> types;
+  std::vector<std::string> names, userInputs;
+  for (const std::string &name : placeholderOrder)
+    if (placeholders.find(name)->second.kind == Placeholder::Kind::UserInput)
+      userInputs.push_back(name);
+  std::vector<bool> used(specs.size(), false);
+  for (const std::string &name : userInputs) {
+    auto it = llvm::find_if(specs,
+                            [&](const InputSpec &s) { return s.name == name; });
+    if (it != specs.end()) {
+      used[it - specs.begin()] = true;
+      types.push_back(RankedTensorType::get(it->shape, it->elementType(context)));
+    } else {
+      types.push_back(metaType(*graph, name, fileLoc));
+    }
+    names.push_back(name);
+  }
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (!used[i])
+      fail(fileLoc, "--input names '" + specs[i].name +
+                        "', which is not an input of the program (inputs: " +
+                        llvm::join(userInputs, ", ") + ")");
+  std::vector<InputSpec> actual;
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto type = cast<RankedTensorType>(types[i]);
+    InputSpec spec;
+    spec.name = names[i];
+    spec.shape = type.getShape().vec();
+    spec.dtype = "";
+    llvm::raw_string_ostream os(spec.dtype);
+    os << type.getElementType();
+    actual.push_back(spec);
+  }
+  summarizeInputs(actual);
+  Block *entry = &createFunction(fileLoc, types, names).getBody().front();
+  for (size_t i = 0; i < names.size(); ++i)
+    bind(names[i], AbsValue::ofTensor(castInput(entry->getArgument(i))));
+
+  for (size_t i = 0; i < nodes->size(); ++i)
+    if (const json::Object *node = (*nodes)[i].getAsObject())
+      if (const json::Value *inputs = node->get("inputs"))
+        indexUses(*inputs, i, lastUse);
+  if (const json::Array *outputs = graph->getArray("outputs"))
+    for (const json::Value &o : *outputs)
+      indexUses(o, nodes->size(), lastUse);
+
+  for (size_t i = 0; i < nodes->size(); ++i) {
+    const json::Object *node = (*nodes)[i].getAsObject();
+    if (!node)
+      fail(fileLoc, "'" + path + "': malformed node " + std::to_string(i));
+    try {
+      visitNode(*node, i);
+    } catch (const c10::Error &e) {
+      fail(locationOf(*node), "importing " +
+                                  node->getString("target").value_or("?").str() +
+                                  " failed: " +
+                                  firstLine(e.what_without_backtrace()));
+    }
+  }
+
+  // The outputs: the user's results, and buffers' new values.
+  nodeIndex = nodes->size();
+  SmallVector<Value> results;
+  const json::Array *outputSpecs = signature->getArray("output_specs");
+  if (!outputSpecs)
+    fail(fileLoc, "'" + path + "': the graph signature has no output_specs");
+  for (const json::Value &v : *outputSpecs) {
+    const json::Object *spec = v.getAsObject();
+    auto [kind, body] = spec ? unionMember(*spec) : unionMember({});
+    const json::Object *object = body ? body->getAsObject() : nullptr;
+    const json::Object *arg = object ? object->getObject("arg") : nullptr;
+    if (!arg)
+      fail(fileLoc, "'" + path + "': malformed output spec " + str(v));
+    if (kind == "user_output") {
+      auto [argKind, argBody] = unionMember(*arg);
+      if (argKind == "as_none")
+        continue;
+      const json::Object *tensor =
+          argKind == "as_tensor" && argBody ? argBody->getAsObject() : nullptr;
+      auto name = tensor ? tensor->getString("name") : std::nullopt;
+      if (!name)
+        fail(fileLoc, "the program returns a value that is not a tensor (" +
+                          str(v) + ")");
+      const AbsValue &abs = lookup(*name, fileLoc);
+      Value value = tensorValue(abs, fileLoc);
+      if (!value)
+        fail(fileLoc, "the program returns a value that is not a tensor");
+      results.push_back(value);
+    } else if (kind == "buffer_mutation") {
+      auto name = arg->getString("name");
+      auto fqn = object->getString("buffer_name");
+      if (!name || !fqn || !states.count(*fqn))
+        fail(fileLoc, "'" + path + "': malformed output spec " + str(v));
+      Value value = tensorValue(lookup(*name, fileLoc), fileLoc);
+      current[states.lookup(*fqn).fqn] = value;
+    } else {
+      fail(fileLoc, "the program has a " + kind.str() +
+                        " output, which fsdp-opt cannot import (export the "
+                        "forward only, without mutating its inputs)");
+    }
+  }
+  finishFunction(types, results, fileLoc);
+}
+
+OwningOpRef<ModuleOp> ExportImporter::run(const ImportOptions &options) {
+  Location fileLoc = FileLineColLoc::get(context, path, 0, 0);
+  context->loadDialect<aten::ATenDialect, FSDPDialect, func::FuncDialect>();
+  if (failed(setComputeTypes(options, fileLoc)))
+    return nullptr;
+  try {
+    importStep(options, fileLoc);
+  } catch (const ImportFailure &) {
+    if (module)
+      module.erase();
+    return nullptr;
+  } catch (const std::exception &e) {
+    emitError(fileLoc) << "import failed: " << firstLine(e.what());
+    if (module)
+      module.erase();
+    return nullptr;
+  }
+  OwningOpRef<ModuleOp> result(module);
+  if (failed(verify(*result)))
+    return nullptr;
+  return result;
+}
+
+OwningOpRef<ModuleOp> fsdp::importExportedProgram(llvm::StringRef path,
+                                                  const ImportOptions &options,
+                                                  MLIRContext *context) {
+  return ExportImporter(context, path).run(options);
+}
