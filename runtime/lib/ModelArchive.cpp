@@ -332,6 +332,10 @@ std::string ModelArchive::readText(const std::string &name) {
   return std::string(static_cast<const char *>(data.get()), size);
 }
 
+std::string ModelArchive::readTextIfPresent(const std::string &name) {
+  return reader_->hasRecord(name) ? readText(name) : std::string();
+}
+
 /// A torch.export archive's tensors: `data/weights/model_weights_config.json`
 /// and `data/constants/model_constants_config.json` name each parameter,
 /// buffer and lifted constant and the record that holds its bytes.

@@ -10,6 +10,8 @@
 #include "fsdp/Target/Plan/PlanTypes.h"
 #include "fsdp/runtime/Plan.h"
 
+#include "llvm/Support/JSON.h"
+
 #include <torch/csrc/jit/runtime/interpreter.h>
 #include <torch/csrc/jit/runtime/symbolic_shape_registry.h>
 
@@ -114,15 +116,6 @@ Value StepBuilder::tensorValue(const AbsValue &abs, Location loc) {
 }
 
 
-bool fsdp::import::holdsTensorValue(const c10::IValue &value) {
-  if (value.isTensor())
-    return true;
-  if (value.isList())
-    return llvm::any_of(value.toListRef(), holdsTensorValue);
-  if (value.isTuple())
-    return llvm::any_of(value.toTupleRef().elements(), holdsTensorValue);
-  return false;
-}
 
 
 Attribute StepBuilder::constantAttr(const c10::IValue &value,
@@ -1080,6 +1073,55 @@ LogicalResult StepBuilder::setComputeTypes(const ImportOptions &options,
       return failure();
     }
   return success();
+}
+
+StepBuilder::StoredMetadata
+StepBuilder::readStoredMetadata(const std::string &text, Location fileLoc) {
+  StoredMetadata stored;
+  auto json = llvm::json::parse(text);
+  const llvm::json::Array *inputs = nullptr;
+  if (json)
+    if (auto *object = json->getAsObject()) {
+      inputs = object->getArray("inputs");
+      // Loss targets are not forward inputs: the training step reads
+      // them from the module (`fsdp.targets`).
+      if (const llvm::json::Array *targets = object->getArray("targets"))
+        for (const llvm::json::Value &t : *targets)
+          if (auto name = t.getAsString())
+            stored.targets.push_back(name->str());
+      if (const llvm::json::Array *names =
+              object->getArray("non_persistent_buffers"))
+        for (const llvm::json::Value &n : *names)
+          if (auto name = n.getAsString())
+            stored.nonPersistent.push_back(name->str());
+    }
+  if (!inputs)
+    fail(fileLoc, std::string("malformed ") + kMetadataExtraFile + " in '" +
+                      path + "'");
+  for (const llvm::json::Value &v : *inputs) {
+    InputSpec spec;
+    std::string error;
+    auto spelled = v.getAsString();
+    if (!spelled || !parseInputSpec(*spelled, spec, error))
+      fail(fileLoc, std::string(kMetadataExtraFile) + ": " +
+                        (spelled ? error : "input is not a string"));
+    stored.inputs.push_back(spec);
+  }
+  return stored;
+}
+
+std::vector<InputSpec>
+StepBuilder::withOverrides(std::vector<InputSpec> stored,
+                           const std::vector<InputSpec> &overrides) {
+  for (const InputSpec &spec : overrides) {
+    auto it = llvm::find_if(
+        stored, [&](const InputSpec &s) { return s.name == spec.name; });
+    if (it != stored.end())
+      *it = spec;
+    else
+      stored.push_back(spec);
+  }
+  return stored;
 }
 
 /// The input specs, for messages about shapes that do not fit the model.

@@ -93,8 +93,6 @@ struct AbsValue {
 bool holdsTensor(const AbsValue &abs, llvm::function_ref<bool(mlir::Value)> pred);
 /// Replaces `old` by `updated` wherever `abs` holds it.
 void replaceTensor(AbsValue &abs, mlir::Value old, mlir::Value updated);
-/// True if `value` is, or holds in a list or tuple, a tensor.
-bool holdsTensorValue(const c10::IValue &value);
 
 /// A parameter or buffer symbol.
 struct StateInfo {
@@ -202,6 +200,20 @@ protected:
   c10::IValue toIValue(const AbsValue &abs, const c10::TypePtr &type,
                        bool meta, mlir::Location loc);
   AbsValue fromIValue(const c10::IValue &value);
+
+  /// What python/fsdp_export.py stores beside the model
+  /// (`fsdp_meta.json`): the input specs, the loss targets, and the buffers
+  /// registered with persistent=False.
+  struct StoredMetadata {
+    std::vector<InputSpec> inputs;
+    std::vector<std::string> targets, nonPersistent;
+  };
+  StoredMetadata readStoredMetadata(const std::string &text,
+                                    mlir::Location fileLoc);
+  /// The stored input specs, overridden (or added to) by the command line's.
+  static std::vector<InputSpec>
+  withOverrides(std::vector<InputSpec> stored,
+                const std::vector<InputSpec> &overrides);
 
   // The step's frame.
   mlir::LogicalResult setComputeTypes(const ImportOptions &options,

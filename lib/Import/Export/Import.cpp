@@ -56,14 +56,11 @@ public:
 private:
   void importStep(const ImportOptions &options, Location fileLoc);
   const json::Object &readProgram(Location fileLoc);
-  std::vector<InputSpec> storedSpecs(std::vector<std::string> &targets,
-                                     Location fileLoc);
-  void readSignature(const json::Object &graph, const json::Object &signature,
-                     Location fileLoc);
+  std::pair<llvm::StringRef, const json::Object *>
+  signatureEntry(const json::Value &v, const char *what, Location fileLoc);
+  void readSignature(const json::Object &signature, Location fileLoc);
   void declareModules(const json::Object &program, const json::Array &nodes);
   void declareState(const json::Object &graph, Location fileLoc);
-  RankedTensorType metaType(const json::Object &graph, llvm::StringRef name,
-                            Location loc);
   at::Tensor metaOf(const json::Object &graph, llvm::StringRef name,
                     Location loc);
 
@@ -113,11 +110,13 @@ private:
 // JSON helpers
 //===----------------------------------------------------------------------===//
 
-/// The one member of a union object (`{"as_tensor": {...}}`).
+/// The one member of a union object (`{"as_tensor": {...}}`); none where
+/// `object` is null or empty.
 static std::pair<llvm::StringRef, const json::Value *>
-unionMember(const json::Object &object) {
-  for (const auto &member : object)
-    return {member.first, &member.second};
+unionMember(const json::Object *object) {
+  if (object)
+    for (const auto &member : *object)
+      return {member.first, &member.second};
   return {"", nullptr};
 }
 
@@ -158,52 +157,24 @@ const json::Object &ExportImporter::readProgram(Location fileLoc) {
   return *program;
 }
 
-/// What python/fsdp_export.py stores beside the program
-/// (`extra/fsdp_meta.json`): the input specs and the loss targets.
-std::vector<InputSpec>
-ExportImporter::storedSpecs(std::vector<std::string> &targets,
-                            Location fileLoc) {
-  std::vector<InputSpec> specs;
-  std::string text;
-  try {
-    text = archive->readText(std::string("extra/") + kMetadataExtraFile);
-  } catch (const std::exception &) {
-    return specs;
-  }
-  auto parsed = json::parse(text);
-  const json::Object *meta = parsed ? parsed->getAsObject() : nullptr;
-  if (!meta)
-    fail(fileLoc, std::string("malformed ") + kMetadataExtraFile + " in '" +
-                      path + "'");
-  if (const json::Array *stored = meta->getArray("targets"))
-    for (const json::Value &t : *stored)
-      if (auto text = t.getAsString())
-        targets.push_back(text->str());
-  if (const json::Array *inputs = meta->getArray("inputs"))
-    for (const json::Value &v : *inputs) {
-      InputSpec spec;
-      std::string error;
-      auto text = v.getAsString();
-      if (!text || !parseInputSpec(*text, spec, error))
-        fail(fileLoc, std::string(kMetadataExtraFile) + ": " +
-                          (text ? error : "input is not a string"));
-      specs.push_back(spec);
-    }
-  return specs;
+/// An entry of the graph signature, `{"KIND": {...}}`: its kind and object.
+std::pair<llvm::StringRef, const json::Object *>
+ExportImporter::signatureEntry(const json::Value &v, const char *what,
+                               Location fileLoc) {
+  auto [kind, body] = unionMember(v.getAsObject());
+  const json::Object *object = body ? body->getAsObject() : nullptr;
+  if (!object)
+    fail(fileLoc, "'" + path + "': malformed " + what + " spec " + str(v));
+  return {kind, object};
 }
 
-void ExportImporter::readSignature(const json::Object &graph,
-                                   const json::Object &signature,
+void ExportImporter::readSignature(const json::Object &signature,
                                    Location fileLoc) {
   const json::Array *inputs = signature.getArray("input_specs");
   if (!inputs)
     fail(fileLoc, "'" + path + "': the graph signature has no input_specs");
   for (const json::Value &v : *inputs) {
-    const json::Object *spec = v.getAsObject();
-    auto [kind, body] = spec ? unionMember(*spec) : unionMember({});
-    const json::Object *object = body ? body->getAsObject() : nullptr;
-    if (!object)
-      fail(fileLoc, "'" + path + "': malformed input spec " + str(v));
+    auto [kind, object] = signatureEntry(v, "input", fileLoc);
     const json::Object *arg = object->getObject("arg");
     Placeholder p;
     std::optional<llvm::StringRef> name;
@@ -239,17 +210,10 @@ void ExportImporter::readSignature(const json::Object &graph,
     placeholderOrder.push_back(name->str());
     placeholders[*name] = p;
   }
-  (void)graph;
 }
 
-/// The type torch.export recorded for value `name`; a symbolic dimension is
-/// an error naming it.
-RankedTensorType ExportImporter::metaType(const json::Object &graph,
-                                          llvm::StringRef name, Location loc) {
-  at::Tensor t = metaOf(graph, name, loc);
-  return tensorType(t, loc);
-}
-
+/// A meta tensor of the type torch.export recorded for value `name`; a
+/// symbolic dimension is an error naming it.
 at::Tensor ExportImporter::metaOf(const json::Object &graph,
                                   llvm::StringRef name, Location loc) {
   const json::Object *values = graph.getObject("tensor_values");
@@ -485,7 +449,7 @@ double ExportImporter::floatOf(const json::Value &v, Location loc) {
 AbsValue ExportImporter::argumentValue(const json::Object &arg,
                                        const c10::Argument &schemaArg,
                                        Location loc) {
-  auto [kind, body] = unionMember(arg);
+  auto [kind, body] = unionMember(&arg);
   if (!body)
     fail(loc, "malformed argument '" + schemaArg.name() + "'");
   auto tensorNamed = [&](const json::Value &v) -> AbsValue {
@@ -509,7 +473,7 @@ AbsValue ExportImporter::argumentValue(const json::Object &arg,
   auto symbolic = [&](const json::Value &v) -> c10::IValue {
     const json::Object *o = v.getAsObject();
     if (o)
-      if (auto [k, b] = unionMember(*o); b) {
+      if (auto [k, b] = unionMember(o); b) {
         if (k == "as_int" && b->getAsInteger())
           return *b->getAsInteger();
         if (k == "as_bool" && b->getAsBoolean())
@@ -635,7 +599,7 @@ bool ExportImporter::visitSymbolic(const json::Object &node,
     if (!outputs || outputs->size() != 1)
       fail(loc, target + " has no single output");
     const json::Object *out = (*outputs)[0].getAsObject();
-    auto [k, b] = out ? unionMember(*out) : unionMember({});
+    auto [k, b] = unionMember(out);
     const json::Object *named = b ? b->getAsObject() : nullptr;
     auto name = named ? named->getString("as_name") : std::nullopt;
     if (!name)
@@ -651,7 +615,7 @@ bool ExportImporter::visitSymbolic(const json::Object &node,
     if (!arg)
       fail(loc, target + " lacks argument " + std::to_string(i));
     c10::Argument any("x", c10::AnyType::get());
-    auto [k, b] = unionMember(*arg);
+    auto [k, b] = unionMember(arg);
     if (k == "as_tensor") {
       const AbsValue &t = argumentValue(*arg, any, loc);
       if (!t.isTensor())
@@ -872,7 +836,6 @@ void ExportImporter::emitOp(const json::Object &node,
     site.argTypes.push_back(schema.arguments()[i].type());
   }
   site.numOutputs = schema.returns().size();
-  site.position = &node;
   bindOutputs(node, StepBuilder::emitCall(site), loc);
 }
 
@@ -887,7 +850,7 @@ void ExportImporter::bindOutputs(const json::Object &node,
   };
   for (size_t i = 0; i < declared->size() && i < outputs.size(); ++i) {
     const json::Object *out = (*declared)[i].getAsObject();
-    auto [kind, body] = out ? unionMember(*out) : unionMember({});
+    auto [kind, body] = unionMember(out);
     if (!body || kind == "as_none")
       continue;
     if (kind == "as_tensor") {
@@ -939,17 +902,16 @@ void ExportImporter::importStep(const ImportOptions &options,
   const json::Array *nodes = graph ? graph->getArray("nodes") : nullptr;
   if (!graph || !signature || !nodes)
     fail(fileLoc, "'" + path + "': the program has no graph or signature");
-  std::vector<std::string> targets;
-  std::vector<InputSpec> specs = storedSpecs(targets, fileLoc);
-  for (const InputSpec &spec : options.inputs) {
-    auto it = llvm::find_if(
-        specs, [&](const InputSpec &s) { return s.name == spec.name; });
-    if (it != specs.end())
-      *it = spec;
-    else
-      specs.push_back(spec);
-  }
-  readSignature(*graph, *signature, fileLoc);
+  // What python/fsdp_export.py stored beside the program.
+  StoredMetadata stored;
+  std::string metadata =
+      archive->readTextIfPresent(std::string("extra/") + kMetadataExtraFile);
+  if (!metadata.empty())
+    stored = readStoredMetadata(metadata, fileLoc);
+  std::vector<std::string> &targets = stored.targets;
+  std::vector<InputSpec> specs =
+      withOverrides(std::move(stored.inputs), options.inputs);
+  readSignature(*signature, fileLoc);
 
   createModule(fileLoc, targets);
   declareModules(program, *nodes);
@@ -970,7 +932,7 @@ void ExportImporter::importStep(const ImportOptions &options,
       used[it - specs.begin()] = true;
       types.push_back(RankedTensorType::get(it->shape, it->elementType(context)));
     } else {
-      types.push_back(metaType(*graph, name, fileLoc));
+      types.push_back(tensorType(metaOf(*graph, name, fileLoc), fileLoc));
     }
     names.push_back(name);
   }
@@ -1024,14 +986,12 @@ void ExportImporter::importStep(const ImportOptions &options,
   if (!outputSpecs)
     fail(fileLoc, "'" + path + "': the graph signature has no output_specs");
   for (const json::Value &v : *outputSpecs) {
-    const json::Object *spec = v.getAsObject();
-    auto [kind, body] = spec ? unionMember(*spec) : unionMember({});
-    const json::Object *object = body ? body->getAsObject() : nullptr;
-    const json::Object *arg = object ? object->getObject("arg") : nullptr;
+    auto [kind, object] = signatureEntry(v, "output", fileLoc);
+    const json::Object *arg = object->getObject("arg");
     if (!arg)
       fail(fileLoc, "'" + path + "': malformed output spec " + str(v));
     if (kind == "user_output") {
-      auto [argKind, argBody] = unionMember(*arg);
+      auto [argKind, argBody] = unionMember(arg);
       if (argKind == "as_none")
         continue;
       const json::Object *tensor =

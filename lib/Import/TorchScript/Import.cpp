@@ -172,9 +172,6 @@ private:
                                     const ImportOptions &options,
                                     std::vector<std::string> &storedTargets,
                                     Location fileLoc);
-  std::vector<InputSpec> readMetadata(const std::string &metadata,
-                                      std::vector<std::string> &storedTargets,
-                                      Location fileLoc);
   StepInputs matchInputs(const c10::FunctionSchema &schema,
                          const std::vector<InputSpec> &specs,
                          Location fileLoc);
@@ -1332,6 +1329,18 @@ bool Importer::foldOnConstants(jit::Node *node, Location loc) {
   });
 }
 
+/// True if `value` is, or holds in a list or tuple, a tensor.
+static bool holdsTensorValue(const c10::IValue &value) {
+  if (value.isTensor())
+    return true;
+  if (value.isList())
+    return llvm::any_of(value.toListRef(), holdsTensorValue);
+  if (value.isTuple())
+    return llvm::any_of(value.toTupleRef().elements(), holdsTensorValue);
+  return false;
+}
+
+/// An op on tensors that returns no tensor. A property of the tensors'
 /// static types (is_floating_point, is_nested) is what the op computes on
 /// meta tensors; a value read from tensor data is not known before the step
 /// runs.
@@ -1495,62 +1504,18 @@ jit::Module Importer::loadModule(jit::ExtraFilesMap &extra,
 }
 
 /// Input specs: those stored by python/fsdp_export.py, overridden by the
-/// command line.
+/// command line; the stored targets and non-persistent buffers.
 std::vector<InputSpec>
 Importer::inputSpecs(const std::string &metadata, const ImportOptions &options,
                      std::vector<std::string> &storedTargets,
                      Location fileLoc) {
-  std::vector<InputSpec> specs;
+  StoredMetadata stored;
   if (!metadata.empty())
-    specs = readMetadata(metadata, storedTargets, fileLoc);
-  for (const InputSpec &spec : options.inputs) {
-    auto it = llvm::find_if(
-        specs, [&](const InputSpec &s) { return s.name == spec.name; });
-    if (it != specs.end())
-      *it = spec;
-    else
-      specs.push_back(spec);
-  }
-  return specs;
-}
-
-/// What python/fsdp_export.py stores with the module: its input specs, the
-/// loss targets, and the buffers registered with persistent=False.
-std::vector<InputSpec>
-Importer::readMetadata(const std::string &metadata,
-                       std::vector<std::string> &storedTargets,
-                       Location fileLoc) {
-  auto json = llvm::json::parse(metadata);
-  const llvm::json::Array *inputs = nullptr;
-  if (json)
-    if (auto *object = json->getAsObject()) {
-      inputs = object->getArray("inputs");
-      // Loss targets are not forward inputs: the training step reads
-      // them from the module (`fsdp.targets`).
-      if (const llvm::json::Array *targets = object->getArray("targets"))
-        for (const llvm::json::Value &t : *targets)
-          if (auto text = t.getAsString())
-            storedTargets.push_back(text->str());
-      if (const llvm::json::Array *names =
-              object->getArray("non_persistent_buffers"))
-        for (const llvm::json::Value &n : *names)
-          if (auto text = n.getAsString())
-            nonPersistent.insert(*text);
-    }
-  if (!inputs)
-    fail(fileLoc, std::string("malformed ") + kMetadataExtraFile + " in '" +
-                      path + "'");
-  std::vector<InputSpec> specs;
-  for (const llvm::json::Value &v : *inputs) {
-    InputSpec spec;
-    std::string error;
-    auto text = v.getAsString();
-    if (!text || !parseInputSpec(*text, spec, error))
-      fail(fileLoc, std::string(kMetadataExtraFile) + ": " +
-                        (text ? error : "input is not a string"));
-    specs.push_back(spec);
-  }
-  return specs;
+    stored = readStoredMetadata(metadata, fileLoc);
+  storedTargets = stored.targets;
+  for (const std::string &name : stored.nonPersistent)
+    nonPersistent.insert(name);
+  return withOverrides(std::move(stored.inputs), options.inputs);
 }
 
 /// Inputs: every tensor argument of forward needs a spec; others take
@@ -1608,6 +1573,7 @@ StepInputs Importer::matchInputs(const c10::FunctionSchema &schema,
   return inputs;
 }
 
+/// The step function, with forward's inputs bound to its arguments (or
 /// their defaults) and `self` to the root module.
 void Importer::createStep(const StepInputs &inputs, const jit::Module &root,
                           Location fileLoc) {

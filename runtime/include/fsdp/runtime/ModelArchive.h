@@ -96,6 +96,8 @@ public:
   /// A torch.export archive's record `name` (under its own directory), as
   /// text; Error if it has none.
   std::string readText(const std::string &name);
+  /// The same, empty where it has no such record.
+  std::string readTextIfPresent(const std::string &name);
 
   /// Bytes of tensor values read so far.
   int64_t bytesRead() const { return bytesRead_; }
