@@ -876,6 +876,17 @@ void Simulation::callResult(const CallSite &c, unsigned r) {
        name == "aten::conv2d" || name == "aten::convolution_backward") &&
       shape.size() == 4)
     return convolutionResult(c, r, shape);
+  // EmbeddingBag's offset2bag (mean and max modes): the CPU kernel fills
+  // one element more and shrinks the tensor, not its storage.
+  if ((name == "aten::embedding_bag" || name == "aten::_embedding_bag" ||
+       name == "aten::_embedding_bag_forward_only") &&
+      r == 1 && shape.size() == 1 && shape[0] > 0) {
+    Value result = c.op.getResult(r);
+    auto type = cast<RankedTensorType>(result.getType());
+    int64_t bytes = tensorBytes(type) / shape[0] * (shape[0] + 1);
+    define(result, fresh(bytes, categoryOf(c.op, result)), contiguous(shape));
+    return;
+  }
   if (name == "aten::scaled_dot_product_attention" && r == 0 &&
       shape.size() == 4)
     return freshResult(c.op, r,
