@@ -129,7 +129,14 @@ def save(module, path, inputs, method="trace", targets=None, store_specs=True,
         return _save_exported(module, path, inputs, targets, store_specs,
                               weights)
     if method == "trace":
+        # Tracing runs forward once in training mode, which would move
+        # BatchNorm's statistics: the module, and the archive (which shares
+        # its tensors), keep the state they had, as torch.export leaves it.
+        before = {n: b.detach().clone() for n, b in module.named_buffers()}
         scripted = torch.jit.trace(module, example, check_trace=False)
+        with torch.no_grad():
+            for n, b in module.named_buffers():
+                b.copy_(before[n])
     elif method == "script":
         scripted = torch.jit.script(module)
     else:
