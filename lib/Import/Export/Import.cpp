@@ -39,6 +39,15 @@ using fsdp::runtime::firstLine;
 
 namespace {
 
+/// A dimension of a tensor as torch.export recorded it: a number, or a
+/// symbolic expression (`s77`, `2*s77`) with the size it was traced at.
+struct RecordedDim {
+  std::optional<int64_t> size; // static
+  std::string expr;            // symbolic: the expression
+  std::string symbol;          // symbolic: its symbol, where it is one alone
+  std::optional<int64_t> hint, min, max;
+};
+
 /// A placeholder of the graph: what the signature says it is.
 struct Placeholder {
   enum class Kind { Parameter, Buffer, Constant, UserInput } kind;
@@ -60,11 +69,21 @@ private:
   signatureEntry(const json::Value &v, const char *what, Location fileLoc);
   void readSignature(const json::Object &signature, Location fileLoc);
   void declareModules(const json::Object &program, const json::Array &nodes);
+  void readModuleClasses(const json::Array &nodes);
   void declareState(const json::Object &graph, Location fileLoc);
   at::Tensor metaOf(const json::Object &graph, llvm::StringRef name,
                     Location loc);
+  struct RecordedType;
+  RecordedType recordedType(const json::Object &graph, llvm::StringRef name,
+                            Location loc);
+  std::string describe(const RecordedDim &dim);
+  void checkInputSpec(const json::Object &graph, const InputSpec &spec,
+                      std::map<std::string, int64_t> &symbols, Location loc);
 
   void visitNode(const json::Object &node, size_t index);
+  bool visitRegion(const json::Object &node, llvm::StringRef target,
+                   Location loc);
+  void visitGraph(const json::Object &graph, Location loc);
   bool visitSymbolic(const json::Object &node, llvm::StringRef target,
                      Location loc);
   double floatOf(const json::Value &v, Location loc);
@@ -73,10 +92,11 @@ private:
   std::optional<c10::OperatorHandle>
   scalarOverload(const c10::FunctionSchema &schema,
                  const std::vector<AbsValue> &args);
-  void emitOp(const json::Object &node, const c10::OperatorHandle &op,
-              std::vector<AbsValue> args, Location loc);
-  bool foldOnConstants(const json::Object &node, const c10::OperatorHandle &op,
-                       std::vector<AbsValue> &args, Location loc);
+  std::vector<AbsValue> callOp(const c10::OperatorHandle &op,
+                               std::vector<AbsValue> args, Location loc);
+  std::optional<std::vector<AbsValue>>
+  foldOnConstants(const c10::OperatorHandle &op, std::vector<AbsValue> &args,
+                  Location loc);
   void bindOutputs(const json::Object &node, std::vector<AbsValue> outputs,
                    Location loc);
   Location locationOf(const json::Object &node);
@@ -93,10 +113,17 @@ private:
   json::Value programJson = nullptr;
   // The graph's values by name.
   std::map<std::string, AbsValue> env;
-  // Where each value is last read: a node's index, or the number of nodes
-  // for a graph output.
-  llvm::StringMap<size_t> lastUse;
-  size_t nodeIndex = 0;
+  // The graphs being walked, outermost first: the program's, and the
+  // regions (a higher-order op's subgraph) inside it. Names are unique
+  // across them all (torch.export numbers one namespace).
+  struct Scope {
+    // Where each value is last read in this graph: a node's index, or the
+    // number of nodes for a graph output.
+    llvm::StringMap<size_t> lastUse;
+    // The node being visited.
+    size_t index = 0;
+  };
+  std::vector<Scope> scopes;
   // The placeholders, by name, in the graph's order.
   std::vector<std::string> placeholderOrder;
   llvm::StringMap<Placeholder> placeholders;
@@ -212,10 +239,15 @@ void ExportImporter::readSignature(const json::Object &signature,
   }
 }
 
-/// A meta tensor of the type torch.export recorded for value `name`; a
-/// symbolic dimension is an error naming it.
-at::Tensor ExportImporter::metaOf(const json::Object &graph,
-                                  llvm::StringRef name, Location loc) {
+/// The dtype and dimensions torch.export recorded for value `name`.
+struct ExportImporter::RecordedType {
+  at::ScalarType dtype;
+  std::vector<RecordedDim> dims;
+};
+
+ExportImporter::RecordedType
+ExportImporter::recordedType(const json::Object &graph, llvm::StringRef name,
+                             Location loc) {
   const json::Object *values = graph.getObject("tensor_values");
   const json::Object *meta = values ? values->getObject(name) : nullptr;
   if (!meta)
@@ -226,27 +258,148 @@ at::Tensor ExportImporter::metaOf(const json::Object &graph,
   if (!dtype)
     fail(loc, "'" + name + "' has a dtype fsdp-opt does not know (" +
                   str(*meta->get("dtype")) + ")");
-  std::vector<int64_t> sizes;
-  if (const json::Array *dims = meta->getArray("sizes"))
-    for (const json::Value &d : *dims) {
-      const json::Object *dim = d.getAsObject();
-      std::optional<int64_t> n = dim ? dim->getInteger("as_int") : std::nullopt;
-      if (!n)
-        fail(loc, "'" + name + "' has a symbolic dimension (" + str(d) +
-                      "); give its static shape with --input " + name +
-                      ":DIMSxDTYPE, or export with static shapes");
-      sizes.push_back(*n);
+  const json::Object *ranges = programJson.getAsObject()
+                                   ? programJson.getAsObject()->getObject(
+                                         "range_constraints")
+                                   : nullptr;
+  RecordedType type{*dtype, {}};
+  const json::Array *dims = meta->getArray("sizes");
+  if (!dims)
+    fail(loc, "'" + path + "': no sizes recorded for '" + name + "'");
+  for (const json::Value &d : *dims) {
+    RecordedDim dim;
+    auto [kind, body] = unionMember(d.getAsObject());
+    const json::Object *expr =
+        kind == "as_expr" && body ? body->getAsObject() : nullptr;
+    if (kind == "as_int" && body && body->getAsInteger()) {
+      dim.size = *body->getAsInteger();
+    } else if (expr && expr->getString("expr_str")) {
+      // sympy's srepr (`Symbol('s77', positive=True, integer=True)`) or
+      // its str (`s77`, `2*s77`).
+      llvm::StringRef text = *expr->getString("expr_str");
+      dim.expr = text.str();
+      if (text.consume_front("Symbol('"))
+        dim.symbol = text.take_until([](char c) { return c == '\''; }).str();
+      else if (!text.empty() && llvm::all_of(text, [](char c) {
+                 return llvm::isAlnum(c) || c == '_';
+               }) && !llvm::isDigit(text.front()))
+        dim.symbol = text.str();
+      if (!dim.symbol.empty())
+        dim.expr = dim.symbol;
+      if (const json::Object *hint = expr->getObject("hint"))
+        dim.hint = hint->getInteger("as_int");
+      const json::Object *range =
+          ranges && !dim.symbol.empty() ? ranges->getObject(dim.symbol) : nullptr;
+      if (range) {
+        dim.min = range->getInteger("min_val");
+        dim.max = range->getInteger("max_val");
+      }
+    } else {
+      fail(loc, "'" + path + "': malformed size of '" + name + "' (" + str(d) +
+                    ")");
     }
-  return at::empty(sizes, at::TensorOptions().dtype(*dtype).device(at::kMeta));
+    type.dims.push_back(std::move(dim));
+  }
+  return type;
 }
 
-/// The module tree (`fsdp.modules`): the module call graph's FQNs in order
-/// (named_modules' preorder), each with the class its nn_module_stack names.
-void ExportImporter::declareModules(const json::Object &program,
-                                    const json::Array &nodes) {
+/// A symbolic dimension as a message names it: `s77 (2 <= s77 <= 64,
+/// exported at 4)`.
+std::string ExportImporter::describe(const RecordedDim &dim) {
+  std::string text = dim.expr + " (";
+  if (dim.min || dim.max)
+    text += (dim.min ? std::to_string(*dim.min) + " <= " : "") + dim.expr +
+            (dim.max ? " <= " + std::to_string(*dim.max) : "") + ", ";
+  return text + "exported at " +
+         (dim.hint ? std::to_string(*dim.hint) : std::string("?")) + ")";
+}
+
+/// A meta tensor of the type torch.export recorded for value `name`; a
+/// symbolic dimension is an error naming it and its range.
+at::Tensor ExportImporter::metaOf(const json::Object &graph,
+                                  llvm::StringRef name, Location loc) {
+  RecordedType type = recordedType(graph, name, loc);
+  std::vector<int64_t> sizes;
+  for (auto [i, dim] : llvm::enumerate(type.dims)) {
+    if (!dim.size)
+      fail(loc, "dimension " + std::to_string(i) + " of '" + name +
+                    "' is symbolic: " + describe(dim) +
+                    "; give its static shape with --input " + name +
+                    ":DIMSxDTYPE, or export with static shapes");
+    sizes.push_back(*dim.size);
+  }
+  return at::empty(sizes,
+                   at::TensorOptions().dtype(type.dtype).device(at::kMeta));
+}
+
+/// Checks that `spec` (--input, or the shape stored beside the program) is
+/// a type the program was exported for: its dtype, its static dimensions,
+/// each symbolic one in its range and one size per symbol (`symbols`,
+/// over all the inputs).
+void ExportImporter::checkInputSpec(const json::Object &graph,
+                                    const InputSpec &spec,
+                                    std::map<std::string, int64_t> &symbols,
+                                    Location loc) {
+  RecordedType type = recordedType(graph, spec.name, loc);
+  std::string given = "--input " + spec.str();
+  at::ScalarType dtype = scalarType(spec.elementType(context), loc);
+  if (dtype != type.dtype) {
+    std::string recorded;
+    llvm::raw_string_ostream os(recorded);
+    os << elementType(type.dtype, loc);
+    fail(loc, given + ": the program was exported with '" + spec.name +
+                  "' of dtype " + recorded);
+  }
+  if (spec.shape.size() != type.dims.size())
+    fail(loc, given + ": the program was exported with '" + spec.name +
+                  "' of " + std::to_string(type.dims.size()) + " dimensions");
+  for (auto [i, dim] : llvm::enumerate(type.dims)) {
+    int64_t n = spec.shape[i];
+    std::string which = "dimension " + std::to_string(i) + " ";
+    if (dim.size) {
+      if (n != *dim.size)
+        fail(loc, given + ": " + which + "is " + std::to_string(*dim.size) +
+                      " in the program (static: export it with a dynamic "
+                      "dimension, torch.export.Dim, to compile other sizes)");
+      continue;
+    }
+    if ((dim.min && n < *dim.min) || (dim.max && n > *dim.max))
+      fail(loc, given + ": " + which + "is " + describe(dim) +
+                    ", which does not allow " + std::to_string(n));
+    if (dim.symbol.empty())
+      continue;
+    auto [it, fresh] = symbols.emplace(dim.symbol, n);
+    if (!fresh && it->second != n)
+      fail(loc, given + ": " + which + "is " + dim.symbol +
+                    ", which another input gives as " +
+                    std::to_string(it->second));
+  }
+}
+
+/// The subgraphs a node holds (a region's, a branch's).
+static SmallVector<const json::Object *> subgraphs(const json::Object &node) {
+  SmallVector<const json::Object *> graphs;
+  if (const json::Array *inputs = node.getArray("inputs"))
+    for (const json::Value &v : *inputs) {
+      const json::Object *in = v.getAsObject();
+      auto [kind, body] = unionMember(in ? in->getObject("arg") : nullptr);
+      if (kind == "as_graph" && body && body->getAsObject())
+        if (const json::Object *graph = body->getAsObject()->getObject("graph"))
+          graphs.push_back(graph);
+    }
+  return graphs;
+}
+
+/// The classes the nodes' nn_module_stack name, regions' nodes included.
+void ExportImporter::readModuleClasses(const json::Array &nodes) {
   for (const json::Value &n : nodes) {
     const json::Object *node = n.getAsObject();
-    const json::Object *metadata = node ? node->getObject("metadata") : nullptr;
+    if (!node)
+      continue;
+    for (const json::Object *graph : subgraphs(*node))
+      if (const json::Array *inner = graph->getArray("nodes"))
+        readModuleClasses(*inner);
+    const json::Object *metadata = node->getObject("metadata");
     auto stack = metadata ? metadata->getString("nn_module_stack")
                           : std::nullopt;
     if (!stack)
@@ -263,6 +416,13 @@ void ExportImporter::declareModules(const json::Object &program,
                                 rest.drop_front(comma + 1).str());
     }
   }
+}
+
+/// The module tree (`fsdp.modules`): the module call graph's FQNs in order
+/// (named_modules' preorder), each with the class its nn_module_stack names.
+void ExportImporter::declareModules(const json::Object &program,
+                                    const json::Array &nodes) {
+  readModuleClasses(nodes);
   const json::Object *graphModule = program.getObject("graph_module");
   const json::Array *calls =
       graphModule ? graphModule->getArray("module_call_graph") : nullptr;
@@ -366,8 +526,10 @@ const AbsValue &ExportImporter::lookup(llvm::StringRef name, Location loc) {
 bool ExportImporter::readAfter(const CallSite &site,
                                llvm::function_ref<bool(Value)> aliases) {
   for (const auto &[name, abs] : env)
-    if (holdsTensor(abs, aliases) && lastUse.lookup(name) > nodeIndex)
-      return true;
+    if (holdsTensor(abs, aliases))
+      for (const Scope &scope : scopes)
+        if (scope.lastUse.lookup(name) > scope.index)
+          return true;
   return false;
 }
 
@@ -386,8 +548,19 @@ void ExportImporter::replaceEverywhere(Value old, Value updated) {
 Location ExportImporter::locationOf(const json::Object &node) {
   Location loc = UnknownLoc::get(context);
   const json::Object *metadata = node.getObject("metadata");
-  if (!metadata)
+  if (!metadata || !metadata->getString("stack_trace")) {
+    // A region torch.export made has no stack trace of its own: where its
+    // first node is.
+    for (const json::Object *graph : subgraphs(node))
+      if (const json::Array *nodes = graph->getArray("nodes"))
+        for (const json::Value &n : *nodes)
+          if (const json::Object *inner = n.getAsObject()) {
+            Location innerLoc = locationOf(*inner);
+            if (!isa<UnknownLoc>(innerLoc))
+              return innerLoc;
+          }
     return loc;
+  }
   if (auto trace = metadata->getString("stack_trace")) {
     // `File "PATH", line N, in FUNCTION` lines, the outermost first.
     std::optional<std::pair<std::string, unsigned>> user, innermost;
@@ -401,6 +574,9 @@ Location ExportImporter::locationOf(const json::Object &node) {
       unsigned lineNo = 0;
       if (!rest.consume_front(", line ") ||
           rest.take_while(llvm::isDigit).getAsInteger(10, lineNo))
+        continue;
+      // Code torch generated (`<eval_with_key>.80`) is no one's source.
+      if (file.starts_with("<"))
         continue;
       innermost = {file.str(), lineNo};
       bool inTorch = file.contains("/site-packages/torch/") ||
@@ -681,17 +857,13 @@ bool ExportImporter::visitSymbolic(const json::Object &node,
 }
 
 void ExportImporter::visitNode(const json::Object &node, size_t index) {
-  nodeIndex = index;
+  scopes.back().index = index;
   Location loc = locationOf(node);
   auto target = node.getString("target");
   if (!target)
     fail(loc, "a node without a target");
-  if (visitSymbolic(node, *target, loc))
+  if (visitSymbolic(node, *target, loc) || visitRegion(node, *target, loc))
     return;
-  if (target->starts_with("torch.ops.higher_order."))
-    fail(loc, *target + " is a higher-order op (control flow or a wrapped "
-                        "region), which fsdp-opt cannot import; export "
-                        "the model without it");
   llvm::StringRef rest = *target;
   if (!rest.consume_front("torch.ops.aten."))
     fail(loc, *target + " is not an ATen operator; fsdp-opt imports ATen "
@@ -726,8 +898,8 @@ void ExportImporter::visitNode(const json::Object &node, size_t index) {
   // add_.Tensor with other=1; eager wraps the number): the overload that
   // takes a Scalar there, as TorchScript's schema matching picks.
   if (std::optional<c10::OperatorHandle> scalar = scalarOverload(schema, args))
-    return emitOp(node, *scalar, std::move(args), loc);
-  emitOp(node, *op, std::move(args), loc);
+    return bindOutputs(node, callOp(*scalar, std::move(args), loc), loc);
+  bindOutputs(node, callOp(*op, std::move(args), loc), loc);
 }
 
 /// True for a number where `arg` takes a Tensor.
@@ -777,14 +949,13 @@ ExportImporter::scalarOverload(const c10::FunctionSchema &schema,
 /// constants): unless it is random, reads uninitialized memory, or makes
 /// a tensor too large to keep. A factory that reads only its tensor
 /// input's type (`zeros_like`) runs on zeros of that type.
-bool ExportImporter::foldOnConstants(const json::Object &node,
-                                     const c10::OperatorHandle &op,
-                                     std::vector<AbsValue> &args,
-                                     Location loc) {
+std::optional<std::vector<AbsValue>>
+ExportImporter::foldOnConstants(const c10::OperatorHandle &op,
+                                std::vector<AbsValue> &args, Location loc) {
   const c10::FunctionSchema &schema = op.schema();
   if (op.hasTag(at::Tag::nondeterministic_seeded) ||
       aten::hasFact(schema.name(), aten::OpFact::Uninitialized))
-    return false;
+    return std::nullopt;
   bool typeOnly = aten::hasFact(schema.name(), aten::OpFact::TypeOnlyFactory);
   Stack stack;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -797,7 +968,7 @@ bool ExportImporter::foldOnConstants(const json::Object &node,
     } else if (a.isFullyConstant()) {
       stack.push_back(toIValue(a, schema.arguments()[i].type(), false, loc));
     } else {
-      return false;
+      return std::nullopt;
     }
   }
   try {
@@ -808,7 +979,7 @@ bool ExportImporter::foldOnConstants(const json::Object &node,
   }
   for (const c10::IValue &r : stack)
     if (r.isTensor() && r.toTensor().numel() > (1 << 16))
-      return false;
+      return std::nullopt;
   std::vector<AbsValue> outputs;
   for (const c10::IValue &r : stack)
     outputs.push_back(r.isTensorList()
@@ -819,16 +990,18 @@ bool ExportImporter::foldOnConstants(const json::Object &node,
                               return AbsValue::ofSequence(elements, false);
                             }()
                           : AbsValue::ofConstant(r));
-  bindOutputs(node, std::move(outputs), loc);
-  return true;
+  return outputs;
 }
 
-void ExportImporter::emitOp(const json::Object &node,
-                            const c10::OperatorHandle &op,
-                            std::vector<AbsValue> args, Location loc) {
+/// The results of `op` on `args`: folded where they are constants, else
+/// a call of the core.
+std::vector<AbsValue> ExportImporter::callOp(const c10::OperatorHandle &op,
+                                             std::vector<AbsValue> args,
+                                             Location loc) {
   const c10::FunctionSchema &schema = op.schema();
-  if (foldOnConstants(node, op, args, loc))
-    return;
+  if (std::optional<std::vector<AbsValue>> folded =
+          foldOnConstants(op, args, loc))
+    return std::move(*folded);
   CallSite site{schema, overloadName(schema), loc};
   site.run = [op](Stack &stack) { op.callBoxed(stack); };
   for (size_t i = 0; i < args.size(); ++i) {
@@ -836,7 +1009,7 @@ void ExportImporter::emitOp(const json::Object &node,
     site.argTypes.push_back(schema.arguments()[i].type());
   }
   site.numOutputs = schema.returns().size();
-  bindOutputs(node, StepBuilder::emitCall(site), loc);
+  return StepBuilder::emitCall(site);
 }
 
 void ExportImporter::bindOutputs(const json::Object &node,
@@ -873,10 +1046,11 @@ void ExportImporter::bindOutputs(const json::Object &node,
 }
 
 //===----------------------------------------------------------------------===//
-// Entry point
+// Graphs and regions
 //===----------------------------------------------------------------------===//
 
 /// Records the last node that reads each value (an output: past the last).
+/// A region's subgraph is read by the node that holds it.
 static void indexUses(const json::Value &v, size_t index,
                       llvm::StringMap<size_t> &lastUse) {
   if (const json::Object *o = v.getAsObject()) {
@@ -892,6 +1066,124 @@ static void indexUses(const json::Value &v, size_t index,
       indexUses(e, index, lastUse);
   }
 }
+
+/// Visits the nodes of `graph` in the innermost scope, which it indexes.
+void ExportImporter::visitGraph(const json::Object &graph, Location loc) {
+  const json::Array *nodes = graph.getArray("nodes");
+  if (!nodes)
+    fail(loc, "'" + path + "': a graph without nodes");
+  Scope &scope = scopes.back();
+  for (size_t i = 0; i < nodes->size(); ++i)
+    if (const json::Object *node = (*nodes)[i].getAsObject())
+      if (const json::Value *inputs = node->get("inputs"))
+        indexUses(*inputs, i, scope.lastUse);
+  if (const json::Array *outputs = graph.getArray("outputs"))
+    for (const json::Value &o : *outputs)
+      indexUses(o, nodes->size(), scope.lastUse);
+
+  for (size_t i = 0; i < nodes->size(); ++i) {
+    const json::Object *node = (*nodes)[i].getAsObject();
+    if (!node)
+      fail(loc, "'" + path + "': malformed node " + std::to_string(i));
+    try {
+      visitNode(*node, i);
+    } catch (const c10::Error &e) {
+      fail(locationOf(*node), "importing " +
+                                  node->getString("target").value_or("?").str() +
+                                  " failed: " +
+                                  firstLine(e.what_without_backtrace()));
+    }
+  }
+  scopes.back().index = nodes->size();
+}
+
+/// The regions torch.export wraps around a grad-mode or autocast context
+/// in the training IR (`with torch.no_grad():`, `torch.autocast(...,
+/// enabled=False)`, LlamaRotaryEmbedding's decorators): the subgraph's
+/// nodes are the step's, and a region without grad makes its results
+/// constants to differentiation (`aten::detach`). An autocast region that
+/// casts is refused: the graph does not hold its casts, which autocast
+/// applies as each op runs. Other higher-order ops are refused by name.
+bool ExportImporter::visitRegion(const json::Object &node,
+                                 llvm::StringRef target, Location loc) {
+  if (!target.starts_with("torch.ops.higher_order."))
+    return false;
+  bool gradMode = target == "torch.ops.higher_order.wrap_with_set_grad_enabled";
+  bool autocast = target == "torch.ops.higher_order.wrap_with_autocast";
+  if (!gradMode && !autocast)
+    fail(loc, target + " is a higher-order op (control flow or a wrapped "
+                       "region), which fsdp-opt cannot import; export "
+                       "the model without it");
+  const json::Array *inputs = node.getArray("inputs");
+  // wrap_with_set_grad_enabled(enabled, graph, *args);
+  // wrap_with_autocast(device_type, dtype, enabled, cache_enabled, graph,
+  // *args).
+  size_t enabledAt = gradMode ? 0 : 2;
+  auto argOf = [&](size_t i) -> std::pair<llvm::StringRef, const json::Value *> {
+    const json::Object *in =
+        inputs && i < inputs->size() ? (*inputs)[i].getAsObject() : nullptr;
+    return unionMember(in ? in->getObject("arg") : nullptr);
+  };
+  auto [enabledKind, enabledBody] = argOf(enabledAt);
+  std::optional<bool> enabled =
+      enabledKind == "as_bool" && enabledBody ? enabledBody->getAsBoolean()
+                                              : std::nullopt;
+  size_t graphAt = enabledAt + (gradMode ? 1 : 2);
+  auto [graphKind, graphBody] = argOf(graphAt);
+  const json::Object *wrapped =
+      graphKind == "as_graph" && graphBody && graphBody->getAsObject()
+          ? graphBody->getAsObject()->getObject("graph")
+          : nullptr;
+  const json::Array *params = wrapped ? wrapped->getArray("inputs") : nullptr;
+  const json::Array *results = wrapped ? wrapped->getArray("outputs") : nullptr;
+  if (!enabled || !params || !results ||
+      inputs->size() != graphAt + 1 + params->size())
+    fail(loc, "'" + path + "': malformed " + target + " node");
+  if (autocast && *enabled)
+    fail(loc, "a torch.autocast region cannot be imported: the program does "
+              "not hold the casts autocast makes as each op runs; export "
+              "the model without autocast and compile it with "
+              "--mixed-precision (FSDP's MixedPrecision)");
+
+  // The subgraph's inputs are the node's arguments.
+  auto tensorName = [&](const json::Value &v) -> llvm::StringRef {
+    auto [kind, body] = unionMember(v.getAsObject());
+    const json::Object *t =
+        kind == "as_tensor" && body ? body->getAsObject() : nullptr;
+    std::optional<llvm::StringRef> name = t ? t->getString("name") : std::nullopt;
+    if (!name)
+      fail(loc, target + " takes an argument of kind " + kind.str() +
+                    ", which fsdp-opt does not support");
+    return *name;
+  };
+  for (size_t i = 0; i < params->size(); ++i) {
+    const json::Object *in = (*inputs)[graphAt + 1 + i].getAsObject();
+    const json::Value *arg = in ? in->get("arg") : nullptr;
+    if (!arg)
+      fail(loc, "'" + path + "': malformed " + target + " node");
+    AbsValue value = lookup(tensorName(*arg), loc);
+    bind(tensorName((*params)[i]), std::move(value));
+  }
+  scopes.emplace_back();
+  visitGraph(*wrapped, loc);
+
+  std::vector<AbsValue> outputs;
+  static const c10::OperatorHandle detach =
+      *c10::Dispatcher::singleton().findSchema({"aten::detach", ""});
+  for (const json::Value &r : *results) {
+    AbsValue value = lookup(tensorName(r), loc);
+    if (gradMode && !*enabled && value.isTensor())
+      value = std::move(callOp(detach, {value}, loc).front());
+    outputs.push_back(std::move(value));
+  }
+  scopes.pop_back();
+  bindOutputs(node, std::move(outputs), loc);
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Entry point
+//===----------------------------------------------------------------------===//
 
 void ExportImporter::importStep(const ImportOptions &options,
                                 Location fileLoc) {
@@ -925,11 +1217,13 @@ void ExportImporter::importStep(const ImportOptions &options,
     if (placeholders.find(name)->second.kind == Placeholder::Kind::UserInput)
       userInputs.push_back(name);
   std::vector<bool> used(specs.size(), false);
+  std::map<std::string, int64_t> symbols;
   for (const std::string &name : userInputs) {
     auto it = llvm::find_if(specs,
                             [&](const InputSpec &s) { return s.name == name; });
     if (it != specs.end()) {
       used[it - specs.begin()] = true;
+      checkInputSpec(*graph, *it, symbols, fileLoc);
       types.push_back(RankedTensorType::get(it->shape, it->elementType(context)));
     } else {
       types.push_back(tensorType(metaOf(*graph, name, fileLoc), fileLoc));
@@ -957,30 +1251,10 @@ void ExportImporter::importStep(const ImportOptions &options,
   for (size_t i = 0; i < names.size(); ++i)
     bind(names[i], AbsValue::ofTensor(castInput(entry->getArgument(i))));
 
-  for (size_t i = 0; i < nodes->size(); ++i)
-    if (const json::Object *node = (*nodes)[i].getAsObject())
-      if (const json::Value *inputs = node->get("inputs"))
-        indexUses(*inputs, i, lastUse);
-  if (const json::Array *outputs = graph->getArray("outputs"))
-    for (const json::Value &o : *outputs)
-      indexUses(o, nodes->size(), lastUse);
-
-  for (size_t i = 0; i < nodes->size(); ++i) {
-    const json::Object *node = (*nodes)[i].getAsObject();
-    if (!node)
-      fail(fileLoc, "'" + path + "': malformed node " + std::to_string(i));
-    try {
-      visitNode(*node, i);
-    } catch (const c10::Error &e) {
-      fail(locationOf(*node), "importing " +
-                                  node->getString("target").value_or("?").str() +
-                                  " failed: " +
-                                  firstLine(e.what_without_backtrace()));
-    }
-  }
+  scopes.emplace_back();
+  visitGraph(*graph, fileLoc);
 
   // The outputs: the user's results, and buffers' new values.
-  nodeIndex = nodes->size();
   SmallVector<Value> results;
   const json::Array *outputSpecs = signature->getArray("output_specs");
   if (!outputSpecs)
