@@ -179,7 +179,8 @@ def twins(a, b):
     losses = []
     for metrics in (a[0], b[0]):
         with open(metrics) as f:
-            losses.append([json.loads(line)["loss"] for line in f if '"loss"' in line])
+            lines = [json.loads(line) for line in f if line.strip()]
+        losses.append([line["loss"] for line in lines if not line.get("summary")])
     states = [torch.load(final) for final in (a[1], b[1])]
     if sorted(states[0]) != sorted(states[1]):
         return "different state names"

@@ -76,7 +76,6 @@ private:
   struct RecordedType;
   RecordedType recordedType(const json::Object &graph, llvm::StringRef name,
                             Location loc);
-  std::string describe(const RecordedDim &dim);
   void checkInputSpec(const json::Object &graph, const InputSpec &spec,
                       std::map<std::string, int64_t> &symbols, Location loc);
 
@@ -305,7 +304,7 @@ ExportImporter::recordedType(const json::Object &graph, llvm::StringRef name,
 
 /// A symbolic dimension as a message names it: `s77 (2 <= s77 <= 64,
 /// exported at 4)`.
-std::string ExportImporter::describe(const RecordedDim &dim) {
+static std::string describe(const RecordedDim &dim) {
   std::string text = dim.expr + " (";
   if (dim.min || dim.max)
     text += (dim.min ? std::to_string(*dim.min) + " <= " : "") + dim.expr +
