@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/Dialect/ATen/IR/OpTable.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -137,39 +138,92 @@ void ActivationCheckpointing::checkpoint(Block &body, Operation *seed,
           }))
         internal.push_back(result);
   Operation *firstUse = nullptr;
+  llvm::DenseSet<Operation *> needed;
+  SmallVector<Operation *> work;
+  auto need = [&](Operation *op) {
+    if (op && inRegion.contains(op) && needed.insert(op).second)
+      work.push_back(op);
+  };
   for (Value result : internal) {
     for (Operation *user : result.getUsers())
-      if (position.count(user) && position[user] >= backwardStart &&
-          (!firstUse || position[user] < position[firstUse]))
-        firstUse = user;
+      if (position.count(user) && position[user] >= backwardStart) {
+        need(result.getDefiningOp());
+        if (!firstUse || position[user] < position[firstUse])
+          firstUse = user;
+      }
   }
   if (!firstUse)
     return; // the backward reads nothing the region alone keeps
 
+  // What the recomputation runs: the calls the backward's reads depend on
+  // (the region's outputs are kept from the forward, not made again; PyTorch
+  // stops its recomputation early the same way), and, so that each random
+  // draw is the forward's, every call that draws before the last one run.
+  // An output of the region the backward reads anyway is read as the
+  // forward kept it.
+  llvm::DenseSet<Value> recomputed(internal.begin(), internal.end());
+  auto keptForBackward = [&](Value v) {
+    return !recomputed.contains(v) &&
+           llvm::any_of(v.getUsers(), [&](Operation *user) {
+             return position.count(user) && position[user] >= backwardStart;
+           });
+  };
+  auto closeOver = [&] {
+    while (!work.empty())
+      for (Value operand : work.pop_back_val()->getOperands())
+        if (!keptForBackward(operand))
+          need(operand.getDefiningOp());
+  };
+  closeOver();
+  auto draws = [](Operation *op) {
+    return aten::hasFact(cast<aten::CallOp>(op).getOverload(),
+                         aten::OpFact::Random);
+  };
+  Operation *lastDraw = nullptr;
+  for (Operation *op : calls)
+    if (needed.contains(op) && draws(op))
+      lastDraw = op;
+  for (Operation *op : calls) {
+    if (op == lastDraw)
+      break;
+    if (lastDraw && draws(op))
+      need(op);
+  }
+  closeOver();
+
   MLIRContext *ctx = body.getParentOp()->getContext();
-  auto stateType = RankedTensorType::get(
-      {aten::kRngStateBytes}, IntegerType::get(ctx, 8, IntegerType::Unsigned));
   OpBuilder builder(calls.front());
   Location loc = calls.front()->getLoc();
-  auto saved = aten::RngStateOp::create(builder, loc, stateType);
-  saved->setAttr(kCheckpointAttr, builder.getStringAttr(region));
+  aten::RngStateOp saved, current;
+  auto stateType = RankedTensorType::get(
+      {aten::kRngStateBytes}, IntegerType::get(ctx, 8, IntegerType::Unsigned));
+  if (lastDraw) {
+    saved = aten::RngStateOp::create(builder, loc, stateType);
+    saved->setAttr(kCheckpointAttr, builder.getStringAttr(region));
+  }
 
   builder.setInsertionPoint(firstUse);
-  auto current = aten::RngStateOp::create(builder, loc, stateType);
-  aten::SetRngStateOp::create(builder, loc, saved.getState());
+  if (lastDraw) {
+    current = aten::RngStateOp::create(builder, loc, stateType);
+    aten::SetRngStateOp::create(builder, loc, saved.getState());
+  }
   IRMapping mapping;
   for (Operation *op : calls) {
+    if (!needed.contains(op))
+      continue;
     Operation *copy = builder.clone(*op, mapping);
     copy->setAttr(kRecomputeAttr, builder.getStringAttr(region));
   }
-  aten::SetRngStateOp::create(builder, loc, current.getState());
+  if (lastDraw)
+    aten::SetRngStateOp::create(builder, loc, current.getState());
 
   // The backward reads the recomputed values.
   for (Value result : internal)
-    result.replaceUsesWithIf(mapping.lookup(result), [&](OpOperand &use) {
-      Operation *user = use.getOwner();
-      return position.count(user) && position[user] >= backwardStart;
-    });
+    if (mapping.contains(result))
+      result.replaceUsesWithIf(mapping.lookup(result), [&](OpOperand &use) {
+        Operation *user = use.getOwner();
+        return position.count(user) && position[user] >= backwardStart;
+      });
 }
 
 LogicalResult ActivationCheckpointing::run(ModuleOp module) {

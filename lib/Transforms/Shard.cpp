@@ -535,14 +535,33 @@ LogicalResult Shard::run(ModuleOp module) {
     derivedOps[unit] = std::move(forwardViews);
   }
 
-  // Gathers, views and frees.
+  // Each unit's uses in the forward and in the backward, and the units each
+  // checkpointed region's recomputation reads.
+  struct Uses {
+    SmallVector<OpOperand *> forward, backward;
+  };
+  llvm::DenseMap<Unit *, Uses> usesOf;
+  llvm::DenseMap<StringAttr, llvm::SmallPtrSet<Unit *, 4>> regionUnits;
+  // The region a backward use belongs to: that of the recomputed op reading
+  // the unit, or of the recomputed view (a weight transposed in the region)
+  // it reads, which lives in the recomputation's buffer.
+  auto regionOf = [&](OpOperand *use) {
+    for (Operation *op : {use->getOwner(), use->get().getDefiningOp()})
+      if (op)
+        if (Operation *top = body->findAncestorOpInBlock(*op))
+          if (auto region = top->getAttrOfType<StringAttr>(kRecomputeAttr))
+            return region;
+    return StringAttr();
+  };
   for (Unit *unit : ordered) {
-    SmallVector<OpOperand *> forwardUses, backwardUses;
+    Uses &uses = usesOf[unit];
     auto collect = [&](Value v) {
       for (OpOperand &use : v.getUses()) {
-        (order->phase(use.getOwner()) == Phase::Forward ? forwardUses
-                                                        : backwardUses)
+        (order->phase(use.getOwner()) == Phase::Forward ? uses.forward
+                                                        : uses.backward)
             .push_back(&use);
+        if (StringAttr region = regionOf(&use))
+          regionUnits[region].insert(unit);
       }
     };
     for (ParamOp p : unit->members)
@@ -550,11 +569,31 @@ LogicalResult Shard::run(ModuleOp module) {
         collect(read.getResult());
     for (Value v : viewsOf.lookup(unit))
       collect(v);
+  }
+
+  // Gathers, views and frees.
+  for (Unit *unit : ordered) {
+    SmallVector<OpOperand *> forwardUses = usesOf[unit].forward;
+    SmallVector<OpOperand *> backwardUses = usesOf[unit].backward;
+    // A recomputation that reads several units gathers each for its own
+    // reads and frees it after them, as FSDP's hooks do when the checkpointed
+    // forward runs again in the backward: held to the unit's own backward,
+    // the region's units would all be gathered at once.
+    SmallVector<OpOperand *> recomputeUses;
+    llvm::erase_if(backwardUses, [&](OpOperand *use) {
+      StringAttr region = regionOf(use);
+      if (!region || regionUnits.lookup(region).size() < 2)
+        return false;
+      recomputeUses.push_back(use);
+      return true;
+    });
     switch (strategy) {
     case Strategy::FULL_SHARD:
     case Strategy::HYBRID_SHARD:
-      // Resharded after forward, gathered again for backward.
+      // Resharded after forward, gathered again for backward (and for a
+      // recomputation of several units).
       gather(*unit, forwardUses, /*recompute=*/false);
+      gather(*unit, recomputeUses, /*recompute=*/true);
       gather(*unit, backwardUses, /*recompute=*/true);
       break;
     case Strategy::SHARD_GRAD_OP:
@@ -563,6 +602,7 @@ LogicalResult Shard::run(ModuleOp module) {
     case Strategy::SHARDED_DDP: {
       // Kept from the forward to the last backward use.
       SmallVector<OpOperand *> all(forwardUses);
+      all.append(recomputeUses);
       all.append(backwardUses);
       gather(*unit, all, /*recompute=*/false);
       break;

@@ -289,16 +289,22 @@ def ActivationCheckpointing : Pass<"fsdp-activation-checkpointing",
       or its last component).
     - `modules`: the modules at these paths.
 
-    Regions are the outermost of the modules chosen. The whole region is
-    computed again, every call in forward order, with the generator's
-    state of the forward (`aten.rng_state` before the region; in the
-    backward `aten.set_rng_state` to it, the recomputation, and
+    Regions are the outermost of the modules chosen. The recomputation
+    runs, in forward order, only the calls the backward's reads depend on:
+    not those that make only the region's outputs, which the forward kept
+    (PyTorch's non-reentrant checkpoint stops early the same way), and an
+    output the backward reads anyway is read as the forward kept it. Where
+    it draws random numbers (`OpFact::Random`: dropout, `bernoulli`, ...),
+    it runs every draw of the region up to the last one it needs, with the
+    generator's state of the forward (`aten.rng_state` before the region;
+    in the backward `aten.set_rng_state` to it, the recomputation, and
     `aten.set_rng_state` back to the state before it), so dropout draws
     the same masks, as with `preserve_rng_state`. The recomputation reads
     the region's parameters in the backward, where `fsdp-shard` gathers
-    them anyway: one all-gather per unit in the backward. Recomputed calls
-    carry `fsdp.recompute = "REGION"`. A buffer update of the region
-    (BatchNorm's running statistics) happens once, in the forward.
+    them anyway (a region over several units: each gathered for its own
+    reads). Recomputed calls carry `fsdp.recompute = "REGION"`. A buffer
+    update of the region (BatchNorm's running statistics) happens once, in
+    the forward.
   }];
   let options = [
     Option<"allUnits", "all-units", "bool", /*default=*/"::fsdp::StepDefaults::activationCheckpointing()",
@@ -326,6 +332,12 @@ def Shard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
       HYBRID_SHARD) and the same again around the backward's uses, or one
       gather kept from the forward to the last backward use
       (SHARD_GRAD_OP). NO_SHARD reads the whole flat parameter, no gather.
+      Where a checkpointed region's recomputation (`fsdp.recompute`) reads
+      several units, FULL_SHARD and HYBRID_SHARD gather each around its
+      reads there and again around its own backward's, as FSDP's hooks do
+      when the checkpointed forward runs again: held from the
+      recomputation to its backward, all the region's units would be
+      gathered at once.
     - OSS and SHARDED_DDP (fairscale's optimizer-state sharding, ZeRO-1, and
       ShardedDDP with it, ZeRO-2): the flat parameter is `replicated`, held
       whole by every rank and read without a gather; its gradient and

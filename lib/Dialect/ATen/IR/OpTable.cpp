@@ -261,6 +261,28 @@ static const llvm::StringMap<unsigned> &table() {
     // at::matmul's should_fold, reached from linear with an operand of rank
     // 3 or more.
     add(OpFact::ReadsRequiresGrad, {"aten::matmul", "aten::linear"});
+    // Operators that draw from the generator: those ATen tags
+    // nondeterministic_seeded, and composite ones that call one of them.
+    add(OpFact::Random,
+        {"aten::dropout", "aten::native_dropout", "aten::_fused_dropout",
+         "aten::feature_dropout", "aten::alpha_dropout",
+         "aten::feature_alpha_dropout", "aten::bernoulli", "aten::binomial",
+         "aten::cauchy", "aten::exponential", "aten::geometric",
+         "aten::log_normal", "aten::normal", "aten::uniform", "aten::random",
+         "aten::multinomial", "aten::poisson", "aten::_standard_gamma",
+         "aten::_sample_dirichlet", "aten::rand", "aten::rand_like",
+         "aten::randn", "aten::randn_like", "aten::randint",
+         "aten::randint_like", "aten::randperm", "aten::rrelu",
+         "aten::rrelu_with_noise", "aten::rrelu_with_noise_functional",
+         "aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu",
+         "aten::scaled_dot_product_attention",
+         "aten::_scaled_dot_product_attention_math",
+         "aten::_scaled_dot_product_flash_attention_for_cpu",
+         "aten::_scaled_dot_product_efficient_attention",
+         "aten::_scaled_dot_product_flash_attention",
+         "aten::_scaled_dot_product_cudnn_attention",
+         "aten::_efficient_attention_forward",
+         "aten::_flash_attention_forward"});
     return t;
   }();
   return facts;
@@ -282,7 +304,8 @@ bool fsdp::aten::hasFact(llvm::StringRef overloadOrName, OpFact fact) {
   // no gradient for its in-place form too.
   if (fact != OpFact::View) {
     key = key.split('.').first;
-    if (fact == OpFact::NonDifferentiable && key.ends_with("_") &&
+    if ((fact == OpFact::NonDifferentiable || fact == OpFact::Random) &&
+        key.ends_with("_") &&
         !key.ends_with("__"))
       key = key.drop_back();
   }

@@ -19,7 +19,8 @@ namespace fsdp::aten {
 
 /// A fact about an ATen operator. View is a fact of one overload
 /// (`aten::to.dtype`); the others hold for every overload of an operator
-/// name (`aten::add`), and NonDifferentiable for its in-place form too.
+/// name (`aten::add`), and NonDifferentiable and Random for its in-place
+/// form too.
 enum class OpFact : unsigned {
   /// The result may share storage with the first tensor argument (a view:
   /// `t`, `transpose.int`, `view`, `reshape`, `expand`, `select.int`, ...;
@@ -53,6 +54,11 @@ enum class OpFact : unsigned {
   /// other one requires grad): the plan says which operands require grad in
   /// eager training, so that fsdp-run takes the same path and rounds alike.
   ReadsRequiresGrad = 1u << 9,
+  /// Draws from the random number generator (ATen's `nondeterministic_seeded`
+  /// tag, and the composite ops that reach one: `dropout`,
+  /// `feature_dropout`, `rrelu`, ...): a replay of its calls must draw in
+  /// the same order from the same state.
+  Random = 1u << 10,
 };
 
 /// On a call of a ReadsRequiresGrad op: the operands (by operand index) that
