@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/Driver/Compile.h"
+#include "fsdp/Analysis/MemoryModel.h"
 #include "fsdp/Import/Import.h"
 #include "fsdp/Target/Plan/PlanEmitter.h"
 #include "fsdp/Transforms/Report.h"
@@ -191,6 +192,54 @@ LogicalResult chooseOffload(CompileOptions &o, ModuleOp module,
   return success();
 }
 
+/// How the flags ask for activation checkpointing; empty where they do not.
+std::string checkpointingRequest(const TrainOptions &t) {
+  SmallVector<std::string> parts;
+  if (t.activationCheckpointing)
+    parts.push_back("--activation-checkpointing");
+  for (const std::string &c : t.acClasses)
+    parts.push_back("--ac-class " + c);
+  for (const std::string &m : t.acModules)
+    parts.push_back("--ac-module " + (m.empty() ? std::string("''") : m));
+  return llvm::join(parts, " ");
+}
+
+/// Activation checkpointing asked for: the step compiled again from
+/// `plain` (the module as the pipeline found it) without it, and a warning
+/// where the checkpointed step's predicted peak is not the lower one.
+LogicalResult checkCheckpointing(const CompileOptions &o, ModuleOp step,
+                                 ModuleOp plain, bool differentiated,
+                                 TimingScope &timing) {
+  TimingScope scope = timing.nest("Predict the peak without checkpointing");
+  CompileOptions without = o;
+  without.train.activationCheckpointing = false;
+  without.train.acClasses.clear();
+  without.train.acModules.clear();
+  PassManager pm(plain.getContext(), ModuleOp::getOperationName());
+  addTrainStep(without, pm, differentiated);
+  if (failed(pm.run(plain)))
+    return failure();
+  auto withFunc = step.lookupSymbol<func::FuncOp>("train_step");
+  auto withoutFunc = plain.lookupSymbol<func::FuncOp>("train_step");
+  if (!withFunc || !withoutFunc)
+    return success();
+  FailureOr<MemoryPrediction> with = predictMemory(step, withFunc);
+  FailureOr<MemoryPrediction> base = predictMemory(plain, withoutFunc);
+  if (failed(with) || failed(base))
+    return failure();
+  if (with->peakBytes < base->peakBytes)
+    return success();
+  emitWarning(step.getLoc())
+      << checkpointingRequest(o.train)
+      << (with->peakBytes == base->peakBytes ? " does not lower"
+                                             : " raises")
+      << " the predicted peak: " << formatBytes(with->peakBytes) << " ("
+      << with->peakBytes << " bytes) with it, "
+      << formatBytes(base->peakBytes) << " (" << base->peakBytes
+      << " bytes) without; --memory-report shows what is live at the peak";
+  return success();
+}
+
 /// The import options: --input specs and, with mixed precision, the dtypes
 /// the importer types the step in.
 FailureOr<ImportOptions> importOptions(const CompileOptions &o,
@@ -298,10 +347,18 @@ OwningOpRef<ModuleOp> buildModule(CompileOptions &o, MLIRContext &context,
     return nullptr;
   PassManager pm(&context, ModuleOp::getOperationName());
   pm.enableTiming(timing);
+  bool differentiated = budget || offloadAuto;
   if (o.wantsTrainStep())
-    addTrainStep(o, pm, /*differentiated=*/budget || offloadAuto);
+    addTrainStep(o, pm, differentiated);
+  // Checkpointing is checked against the same step without it.
+  OwningOpRef<ModuleOp> plain;
+  if (o.wantsTrainStep() && !checkpointingRequest(o.train).empty())
+    plain = module->clone();
   if (failed(applyPassManagerCLOptions(pm)) ||
       failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))
+    return nullptr;
+  if (plain && failed(checkCheckpointing(o, *module, *plain, differentiated,
+                                         timing)))
     return nullptr;
   // The checkpoint kind an Accelerate file chose, for fsdp-run.
   if (!o.fsdp.stateDictType.empty())
