@@ -168,11 +168,29 @@ void ActivationCheckpointing::checkpoint(Block &body, Operation *seed,
              return position.count(user) && position[user] >= backwardStart;
            });
   };
+  // An in-place call (`bernoulli_` on the dropout decomposition's noise)
+  // writing a value the recomputation makes is needed with it.
+  auto writesNeeded = [&](Operation *op) {
+    if (aten::functionalForm(cast<aten::CallOp>(op).getOverload()).empty() ||
+        op->getNumOperands() == 0)
+      return false;
+    Operation *def = op->getOperand(0).getDefiningOp();
+    return def && needed.contains(def);
+  };
   auto closeOver = [&] {
-    while (!work.empty())
-      for (Value operand : work.pop_back_val()->getOperands())
-        if (!keptForBackward(operand))
-          need(operand.getDefiningOp());
+    bool grew = true;
+    while (grew) {
+      while (!work.empty())
+        for (Value operand : work.pop_back_val()->getOperands())
+          if (!keptForBackward(operand))
+            need(operand.getDefiningOp());
+      grew = false;
+      for (Operation *op : calls)
+        if (!needed.contains(op) && writesNeeded(op)) {
+          need(op);
+          grew = true;
+        }
+    }
   };
   closeOver();
   auto draws = [](Operation *op) {

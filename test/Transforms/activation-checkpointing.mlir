@@ -83,3 +83,31 @@ module attributes {fsdp.modules = [["", "models.Net"], ["block", "models.Block"]
     return %s : tensor<f32>
   }
 }
+
+// -----
+
+// A value written in place (dropout's noise, drawn into an empty tensor by
+// bernoulli_) is made again with its writer, though the backward reads the
+// tensor itself.
+// CHECK-LABEL: func.func @train_step
+// CHECK:      fsdp.backward_start
+// CHECK:      aten.set_rng_state
+// CHECK-NEXT: %[[E:.+]] = aten.call "aten::empty_like"(%arg0, none, none, none, none, none) {fsdp.recompute = "block"}
+// CHECK-NEXT: aten.call "aten::bernoulli_.float"(%[[E]], 5.000000e-01, none) {fsdp.recompute = "block"}
+// CHECK-NEXT: aten.set_rng_state
+// CHECK-NEXT: aten.call "aten::mul.Tensor"(%{{.+}}, %[[E]])
+module attributes {fsdp.modules = [["", "models.Net"], ["block", "models.Block"], ["block.inner", "models.Inner"], ["head", "torch.nn.modules.linear.Linear"]]} {
+  fsdp.param @w : tensor<4x4xf32> in "block" : "models.Block"
+  fsdp.param @h : tensor<4x3xf32> in "head" : "torch.nn.modules.linear.Linear"
+  func.func @train_step(%x: tensor<2x4xf32>) -> tensor<f32> {
+    %w = fsdp.get @w : tensor<4x4xf32>
+    %h = fsdp.get @h : tensor<4x3xf32>
+    %a = aten.call "aten::mm"(%x, %w) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32> loc("block"("m.py":2:1))
+    %n = aten.call "aten::empty_like"(%x, none, none, none, none, none) : (tensor<2x4xf32>) -> tensor<2x4xf32> loc("block"("m.py":3:1))
+    %r = aten.call "aten::bernoulli_.float"(%n, 5.000000e-01, none) : (tensor<2x4xf32>) -> tensor<2x4xf32> loc("block"("m.py":4:1))
+    %y = aten.call "aten::mul.Tensor"(%a, %n) : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32> loc("block"("m.py":5:1))
+    %c = aten.call "aten::mm"(%y, %h) : (tensor<2x4xf32>, tensor<4x3xf32>) -> tensor<2x3xf32> loc("head"("m.py":6:1))
+    %s = aten.call "aten::sum"(%c, none) : (tensor<2x3xf32>) -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
