@@ -110,6 +110,10 @@ void ActivationCheckpointing::checkpoint(Block &body, Operation *seed,
   for (Operation &op : body)
     position[&op] = n++;
   int64_t backwardStart = position.lookup(seed);
+  auto inBackward = [&](Operation *op) {
+    auto it = position.find(op);
+    return it != position.end() && it->second >= backwardStart;
+  };
 
   // The region's calls in the forward, in order.
   SmallVector<Operation *> calls;
@@ -133,8 +137,7 @@ void ActivationCheckpointing::checkpoint(Block &body, Operation *seed,
     for (Value result : op->getResults())
       if (llvm::none_of(result.getUsers(), [&](Operation *user) {
             return !inRegion.contains(user) &&
-                   (!position.count(user) || position[user] < backwardStart ||
-                    isa<func::ReturnOp>(user));
+                   (!inBackward(user) || isa<func::ReturnOp>(user));
           }))
         internal.push_back(result);
   Operation *firstUse = nullptr;
@@ -146,7 +149,7 @@ void ActivationCheckpointing::checkpoint(Block &body, Operation *seed,
   };
   for (Value result : internal) {
     for (Operation *user : result.getUsers())
-      if (position.count(user) && position[user] >= backwardStart) {
+      if (inBackward(user)) {
         need(result.getDefiningOp());
         if (!firstUse || position[user] < position[firstUse])
           firstUse = user;
@@ -164,9 +167,7 @@ void ActivationCheckpointing::checkpoint(Block &body, Operation *seed,
   llvm::DenseSet<Value> recomputed(internal.begin(), internal.end());
   auto keptForBackward = [&](Value v) {
     return !recomputed.contains(v) &&
-           llvm::any_of(v.getUsers(), [&](Operation *user) {
-             return position.count(user) && position[user] >= backwardStart;
-           });
+           llvm::any_of(v.getUsers(), inBackward);
   };
   // An in-place call (`bernoulli_` on the dropout decomposition's noise)
   // writing a value the recomputation makes is needed with it.
@@ -239,8 +240,7 @@ void ActivationCheckpointing::checkpoint(Block &body, Operation *seed,
   for (Value result : internal)
     if (mapping.contains(result))
       result.replaceUsesWithIf(mapping.lookup(result), [&](OpOperand &use) {
-        Operation *user = use.getOwner();
-        return position.count(user) && position[user] >= backwardStart;
+        return inBackward(use.getOwner());
       });
 }
 
