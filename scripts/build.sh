@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
 # Configures and builds fsdp-opt and fsdp-run into build/ (binaries in
 # build/bin/) against the torch 2.11 wheel in .venv (scripts/setup.sh).
+# Compiles through ccache where it is installed (scripts/setup.sh installs
+# it): a clean clone then rebuilds only what changed. CCACHE_DIR picks the
+# cache (.ci/run keeps one beside its kept .venv); FSDP_CCACHE=0 turns it off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LLVM_BIN=/usr/lib/llvm-22/bin
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+LAUNCHER=()
+if [ "${FSDP_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null; then
+  LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  # Paths under the checkout hash as relative ones, so that two clones share
+  # the cache.
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+fi
 mkdir -p build
 if [ ! -f build/build.ninja ]; then
-  cmake -G Ninja -S . -B build \
+  cmake -G Ninja -S . -B build "${LAUNCHER[@]}" \
     -DCMAKE_BUILD_TYPE=Release \
     -DLLVM_EXTERNAL_LIT="$LLVM_BIN/lit" \
     -DFSDP_PYTHON="$PWD/.venv/bin/python" \

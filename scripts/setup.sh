@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(
-  cmake ninja-build g++ git iproute2
+  cmake ninja-build g++ git iproute2 ccache
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   libgloo-dev nlohmann-json3-dev libyaml-cpp-dev
 )
