@@ -22,6 +22,7 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -381,7 +382,8 @@ printReports(const CompileOptions &o, ModuleOp module, llvm::StringRef entry,
   // One prediction for the text report and the JSON.
   std::optional<MemoryReport> memory;
   if (o.memoryReport || !o.memoryReportJSON.empty()) {
-    FailureOr<MemoryReport> report = predictMemoryReport(module, entry);
+    FailureOr<MemoryReport> report =
+        predictMemoryReport(module, entry, o.machineRates);
     if (failed(report))
       return failure();
     memory = std::move(*report);
@@ -533,4 +535,33 @@ int fsdp::driver::compileFile(CompileOptions &o,
     return failed(compileModule(o, inputFilename, outputFilename, registry,
                                 config, InputFileKind::Other));
   return runMlirOpt(inputFilename, outputFilename, registry, config);
+}
+
+int fsdp::driver::calibrate(const CompileOptions &o,
+                            const std::string &outputFilename,
+                            const char *argv0) {
+  if (outputFilename == "-") {
+    (void)error("--calibrate writes a machine file: name it with -o FILE");
+    return 1;
+  }
+  std::string self = llvm::sys::fs::getMainExecutable(
+      argv0, reinterpret_cast<void *>(&fsdp::driver::calibrate));
+  llvm::SmallString<256> runner(llvm::sys::path::parent_path(self));
+  llvm::sys::path::append(runner, "fsdp-run");
+  if (!llvm::sys::fs::can_execute(runner)) {
+    (void)error("--calibrate runs fsdp-run, which is not beside fsdp-opt (" +
+                runner.str() + ")");
+    return 1;
+  }
+  std::string ranks =
+      std::to_string(o.given("world-size") ? o.fsdp.worldSize : 2);
+  std::string file = outputFilename;
+  llvm::SmallVector<llvm::StringRef> args = {runner, "--calibrate", file,
+                                             "--nproc", ranks};
+  std::string why;
+  int status = llvm::sys::ExecuteAndWait(runner, args, std::nullopt, {}, 0, 0,
+                                         &why);
+  if (status < 0)
+    (void)error("--calibrate: cannot run " + runner.str() + ": " + why);
+  return status == 0 ? 0 : 1;
 }

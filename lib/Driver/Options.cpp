@@ -135,6 +135,15 @@ void bindReportOptions(Binder &b, CompileOptions &o) {
         "Write the predicted memory as JSON to FILE: peak_bytes, breakdown, "
         "units and the live bytes after every instruction (timeline)",
         "FILE");
+  b.opt("machine", o.machine, c,
+        "The machine whose rates predict the step time (--memory-report): "
+        "cpu, h100, or a file --calibrate wrote",
+        "NAME|FILE");
+  b.opt("calibrate", o.calibrate, c,
+        "Measure this machine's rates (matrix products, memory, kernel "
+        "overhead, collectives over --world-size local ranks, default 2) "
+        "with fsdp-run and write them to the output file (-o), for "
+        "--machine");
   b.opt("list-gradient-rules", o.listGradientRules, trainCategory,
         "Print the ATen overloads with a gradient rule and exit");
   b.flags.push_back(std::make_unique<cl::opt<EmitKind, true>>(

@@ -261,6 +261,11 @@ LogicalResult resolveFSDP(CompileOptions &o) {
 LogicalResult fsdp::driver::resolveOptions(CompileOptions &o) {
   if (failed(resolveFSDP(o)))
     return failure();
+  std::string why;
+  FailureOr<MachineRates> machine = loadMachine(o.machine, why);
+  if (failed(machine))
+    return error("--machine: " + why);
+  o.machineRates = *machine;
   // Dynamic loss scaling: as asked, else with fp16 parameters (as
   // Accelerate creates a ShardedGradScaler for fp16).
   if (!o.given("grad-scaler"))

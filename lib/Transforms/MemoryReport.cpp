@@ -23,7 +23,13 @@ struct MemoryReportPass : public fsdp::impl::MemoryReportBase<MemoryReportPass> 
   void runOnOperation() override {
     ModuleOp module = getOperation();
     StringRef entry = module.lookupSymbol("train_step") ? "train_step" : "forward";
-    FailureOr<MemoryReport> report = predictMemoryReport(module, entry);
+    std::string error;
+    FailureOr<MachineRates> rates = loadMachine(machine, error);
+    if (failed(rates)) {
+      module.emitError(error);
+      return signalPassFailure();
+    }
+    FailureOr<MemoryReport> report = predictMemoryReport(module, entry, *rates);
     if (failed(report))
       return signalPassFailure();
     if (json)

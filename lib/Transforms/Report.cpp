@@ -30,6 +30,18 @@ std::string fsdp::formatBytes(int64_t bytes) {
   return text;
 }
 
+std::string fsdp::formatSeconds(double seconds) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (seconds >= 1)
+    os << llvm::format("%.2f s", seconds);
+  else if (seconds >= 1e-3)
+    os << llvm::format("%.2f ms", seconds * 1e3);
+  else
+    os << llvm::format("%.0f us", seconds * 1e6);
+  return text;
+}
+
 void fsdp::printFSDPReport(ModuleOp module, raw_ostream &os) {
   auto world = module->getAttrOfType<IntegerAttr>(kWorldSizeAttr);
   auto group = module->getAttrOfType<IntegerAttr>(kShardGroupSizeAttr);
@@ -204,16 +216,22 @@ void fsdp::printScheduleReport(ModuleOp module, raw_ostream &os) {
 // Memory
 //===----------------------------------------------------------------------===//
 
-FailureOr<MemoryReport> fsdp::predictMemoryReport(ModuleOp module,
-                                                 StringRef entry) {
+FailureOr<MemoryReport>
+fsdp::predictMemoryReport(ModuleOp module, StringRef entry,
+                          const MachineRates &machine) {
   auto func = module.lookupSymbol<func::FuncOp>(entry);
   if (!func)
     return module.emitError("no function @") << entry << " to predict";
   FailureOr<MemoryPrediction> prediction = predictMemory(module, func);
   if (failed(prediction))
     return failure();
+  FailureOr<TimePrediction> time = predictTime(module, func, machine);
+  if (failed(time))
+    return failure();
   MemoryReport report;
   report.prediction = std::move(*prediction);
+  report.machine = machine;
+  report.time = std::move(*time);
   if (auto world = module->getAttrOfType<IntegerAttr>(kWorldSizeAttr))
     report.worldSize = world.getInt();
   if (Operation *op = report.prediction.peakOp) {
@@ -268,6 +286,14 @@ void fsdp::printMemoryReport(const MemoryReport &report, raw_ostream &os) {
          << u.end << ")\n";
     }
   }
+  const TimePrediction &t = report.time;
+  os << "step time: " << formatSeconds(t.stepSeconds) << " predicted on "
+     << report.machine.name << " (" << report.machine.source << ", "
+     << report.machine.ranks << (report.machine.ranks == 1 ? " rank" : " ranks")
+     << " sharing it): computation " << formatSeconds(t.computeSeconds)
+     << ", collectives " << formatSeconds(t.collectiveSeconds) << " of which "
+     << formatSeconds(t.exposedSeconds) << " not overlapped; "
+     << llvm::format("%.3f", t.flops / 1e9) << " GFLOP\n";
 }
 
 void fsdp::writeMemoryReportJSON(const MemoryReport &report,
@@ -298,6 +324,13 @@ void fsdp::writeMemoryReportJSON(const MemoryReport &report,
       {"breakdown", std::move(breakdown)},
       {"units", std::move(units)},
       {"timeline", llvm::json::Array(p.timeline)},
-      {"instruction_peak", llvm::json::Array(p.instructionPeak)}};
+      {"instruction_peak", llvm::json::Array(p.instructionPeak)},
+      {"machine", report.machine.name},
+      {"step_seconds", report.time.stepSeconds},
+      {"compute_seconds", report.time.computeSeconds},
+      {"collective_seconds", report.time.collectiveSeconds},
+      {"exposed_seconds", report.time.exposedSeconds},
+      {"flops", report.time.flops},
+      {"instruction_seconds", llvm::json::Array(report.time.instructionSeconds)}};
   os << llvm::json::Value(std::move(root)) << "\n";
 }

@@ -93,7 +93,7 @@ void checkLaunch(const RunOptions &o) {
   RankInfo last; // the highest local rank: is there a GPU for it?
   last.rank = last.localRank = static_cast<int>(nproc - 1);
   last.worldSize = last.localWorldSize = static_cast<int>(nproc);
-  if (o.checkCommunicator) {
+  if (o.checkCommunicator || !o.calibrate.empty()) {
     if (o.shardGroupSize > 0 && nproc % o.shardGroupSize != 0)
       throw Error("--shard-group-size " + std::to_string(o.shardGroupSize) +
                   " does not divide --nproc " + std::to_string(nproc));

@@ -559,6 +559,7 @@ void checkUpFront(const RunOptions &o, const RankInfo &info,
   if (!writesOutputs)
     return;
   checkOutputPath("--metrics", o.metrics);
+  checkOutputPath("--calibrate", o.calibrate);
   checkOutputPath("--save", o.save);
   checkOutputPath("--outputs", o.outputs);
   checkOutputPath("--memory-timeline", o.memoryTimeline);

@@ -34,6 +34,8 @@ int main(int argc, char **argv) {
       llvm::outs() << name << "\n";
     return 0;
   }
+  if (options.calibrate)
+    return fsdp::driver::calibrate(options, outputFilename, argv[0]);
   if (failed(fsdp::driver::resolveOptions(options)))
     return 1;
   if (options.printConfig) {

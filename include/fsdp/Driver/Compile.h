@@ -24,6 +24,12 @@ int compileFile(CompileOptions &options, const std::string &inputFilename,
                 mlir::DialectRegistry &registry,
                 const mlir::MlirOptMainConfig &config);
 
+/// `--calibrate`: runs `fsdp-run --calibrate OUTPUT --nproc N` (the
+/// fsdp-run beside this executable, `argv0`; N is --world-size, 2 when not
+/// given) and returns its exit code.
+int calibrate(const CompileOptions &options, const std::string &outputFilename,
+              const char *argv0);
+
 } // namespace fsdp::driver
 
 #endif // FSDP_DRIVER_COMPILE_H

@@ -10,6 +10,7 @@
 #ifndef FSDP_DRIVER_OPTIONS_H
 #define FSDP_DRIVER_OPTIONS_H
 
+#include "fsdp/Analysis/CostModel.h"
 #include "fsdp/Transforms/MemoryBudget.h"
 #include "fsdp/Transforms/Passes.h"
 
@@ -80,6 +81,12 @@ struct CompileOptions {
   bool fsdpReport = false;
   bool memoryReport = false;
   std::string memoryReportJSON;
+  /// --machine: whose rates the cost model predicts the step time with;
+  /// loaded by resolveOptions.
+  std::string machine = "cpu";
+  MachineRates machineRates;
+  /// --calibrate: measure this machine's rates into the output file.
+  bool calibrate = false;
   EmitKind emit = EmitKind::MLIR;
 
   /// Whether the command line asks for the training step.

@@ -548,10 +548,17 @@ def MemoryReport : Pass<"fsdp-memory-report", "mlir::ModuleOp"> {
     rank after every instruction, counted as fsdp-run counts them, their
     peak, where it occurs and what it holds. Changes nothing. An op the
     model cannot account for is an error at the op.
+
+    Beside it, the cost model (fsdp/Analysis/CostModel.h) predicts the
+    step's time on `machine`: a built-in machine (`cpu`, `h100`) or a file
+    `fsdp-run --calibrate` wrote.
   }];
   let options = [
     Option<"json", "json", "bool", /*default=*/"false",
            "print the report as JSON, with the timeline">,
+    Option<"machine", "machine", "std::string", /*default=*/"\"cpu\"",
+           "the machine whose rates predict the step time: cpu, h100 or a "
+           "file fsdp-run --calibrate wrote">,
   ];
 }
 

@@ -2,6 +2,7 @@
 #ifndef FSDP_TRANSFORMS_REPORT_H
 #define FSDP_TRANSFORMS_REPORT_H
 
+#include "fsdp/Analysis/CostModel.h"
 #include "fsdp/Analysis/MemoryModel.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -39,19 +40,27 @@ struct MemoryReport {
   std::string peakOp, peakModule, peakPhase;
   /// The module path of each unit's flat parameter ("" for the root).
   llvm::StringMap<std::string> unitModules;
+  /// The step's predicted time (the cost model) on `machine`.
+  MachineRates machine;
+  TimePrediction time;
 };
 
-/// Predicts `module`'s step `entry`; fails at an op the model cannot
-/// simulate (the diagnostic says which).
-mlir::FailureOr<MemoryReport> predictMemoryReport(mlir::ModuleOp module,
-                                                  llvm::StringRef entry);
+/// Predicts `module`'s step `entry`, its memory and its time on `machine`;
+/// fails at an op the model cannot simulate (the diagnostic says which).
+mlir::FailureOr<MemoryReport>
+predictMemoryReport(mlir::ModuleOp module, llvm::StringRef entry,
+                    const MachineRates &machine);
+
+/// "12.34 ms", "850 us", "1.20 s".
+std::string formatSeconds(double seconds);
 
 /// Prints the report: the peak, where it occurs and what it holds, and the
 /// peak while each unit is gathered (`fsdp-opt --memory-report`).
 void printMemoryReport(const MemoryReport &report, llvm::raw_ostream &os);
 
 /// The same as JSON (`--memory-report-json`): peak_bytes, the peak's place,
-/// breakdown, units, and the live bytes after each instruction (timeline).
+/// breakdown, units, the live bytes after each instruction (timeline), and
+/// the predicted time (step_seconds, and per instruction).
 void writeMemoryReportJSON(const MemoryReport &report, llvm::raw_ostream &os);
 
 } // namespace fsdp

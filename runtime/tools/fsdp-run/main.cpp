@@ -50,7 +50,9 @@ namespace {
                "[--backend nccl|gloo] [--cuda-graph]\n"
             << "       fsdp-run --check-communicator [--nproc N] "
                "[--shard-group-size S] [--device cuda|cpu] "
-               "[--backend nccl|gloo]\n";
+               "[--backend nccl|gloo]\n"
+            << "       fsdp-run --calibrate FILE.json [--nproc N] "
+               "[--threads N] [--device cuda|cpu] [--backend nccl|gloo]\n";
   std::exit(2);
 }
 
@@ -73,6 +75,10 @@ RunOptions parseArgs(int argc, char **argv) {
     else if (a == "--print-plan") o.printPlan = true;
     else if (a == "--cuda-graph") o.cudaGraph = true;
     else if (a == "--check-communicator") o.checkCommunicator = true;
+    else if (a == "--calibrate") {
+      o.calibrate = value();
+      if (o.calibrate.empty()) usage("--calibrate takes the file to write");
+    }
     else if (a == "--device") {
       o.device = value();
       if (o.device != "cpu" && o.device != "cuda")
@@ -133,9 +139,13 @@ RunOptions parseArgs(int argc, char **argv) {
     else if (o.plan.empty()) o.plan = a;
     else usage("unexpected argument " + a);
   }
-  if (o.checkCommunicator) {
+  if (o.checkCommunicator && !o.calibrate.empty())
+    usage("--check-communicator and --calibrate are separate runs");
+  if (o.checkCommunicator || !o.calibrate.empty()) {
     if (!o.plan.empty())
-      usage("--check-communicator takes no plan");
+      usage(std::string(o.checkCommunicator ? "--check-communicator"
+                                            : "--calibrate") +
+            " takes no plan");
     return o;
   }
   if (o.shardGroupSize > 0)
@@ -185,6 +195,8 @@ int main(int argc, char **argv) {
     checkUpFront(o, info, /*writesOutputs=*/info.rank == 0);
     if (o.checkCommunicator)
       return checkCommunicator(o, info, comm);
+    if (!o.calibrate.empty())
+      return calibrateMachine(o, info, comm);
     runRank(o, info, comm);
     comm.reset(); // a clean end, with the other ranks
     return 0;

@@ -29,6 +29,8 @@ struct RunOptions {
   // --check-communicator: every collective of every group checked, no plan
   bool checkCommunicator = false;
   int64_t shardGroupSize = 0; // its shard groups; 0: the world
+  // --calibrate FILE: the machine's rates measured and written, no plan
+  std::string calibrate;
 };
 
 } // namespace fsdp::runtime

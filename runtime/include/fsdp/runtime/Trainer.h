@@ -48,6 +48,15 @@ void runRank(const RunOptions &o, const RankInfo &info,
 int checkCommunicator(const RunOptions &o, const RankInfo &info,
                       std::unique_ptr<Communicator> &comm);
 
+/// `--calibrate FILE`: measures, on every rank at once, the rates of
+/// MachineSchema.h (matrix products in float32 and bfloat16, element-wise
+/// memory traffic, a kernel's fixed cost, host-device copies, and over more
+/// than one rank the all-gather's latency, bandwidth and overlap with
+/// computation); rank 0 prints them and writes the ranks' mean to FILE,
+/// whole or not at all. Returns 0.
+int calibrateMachine(const RunOptions &o, const RankInfo &info,
+                     std::unique_ptr<Communicator> &comm);
+
 } // namespace fsdp::runtime
 
 #endif // FSDP_RUNTIME_TRAINER_H

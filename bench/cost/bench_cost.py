@@ -1,0 +1,161 @@
+"""The cost model against fsdp-run: predicted step time beside measured.
+
+    .venv/bin/python bench/cost/bench_cost.py [--machine FILE|cpu] [--calibrate]
+        [--ranks 1 2] [--steps 12] [--warmup 4] [--models mlp cnn gpt encoder resnet18 gpt2]
+
+For each model and rank count: export it (traced), compile its training
+step with fsdp-opt (cross-entropy, AdamW, FULL_SHARD, size-based wrapping
+at --min-num-params) with --memory-report-json and --machine, which gives
+the predicted step time (step_seconds); run the plan with fsdp-run --nproc
+(CPU, Gloo, libtorch's default threads) and take rank 0's median step_ms
+after the warm-up steps. With --calibrate, first measure this machine's
+rates (fsdp-opt --calibrate, once per rank count) and predict with them.
+The fixtures (test/fixtures/models.py) are those the compiler is tested
+on; resnet18 (torchvision) and gpt2 (transformers' GPT2LMHeadModel from a
+small config, random weights) are models the cost model was not fitted to.
+Prints a markdown table: predicted and measured ms, their ratio, and the
+predicted share of the step in collectives not overlapped.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "test", "fixtures"))
+
+import torch  # noqa: E402
+
+import fsdp_export  # noqa: E402
+import models  # noqa: E402
+import train_parity  # noqa: E402
+
+# model -> (batch per rank, min-num-params for wrapping)
+CONFIGS = {
+    "mlp": (64, 20000),
+    "cnn": (16, 2000),
+    "gpt": (8, 20000),
+    "encoder": (16, 20000),
+    "resnet18": (8, 500000),
+    "gpt2": (4, 100000),
+}
+
+
+def build(name, batch):
+    """The module and its example inputs (one rank's batch)."""
+    if name == "resnet18":
+        import torchvision
+        torch.manual_seed(0)
+        return (torchvision.models.resnet18(num_classes=10),
+                {"x": torch.randn(batch, 3, 32, 32)})
+    if name == "gpt2":
+        import transformers
+        torch.manual_seed(0)
+        cfg = transformers.GPT2Config(n_layer=2, n_embd=128, n_head=4, n_positions=64,
+                                      vocab_size=512, attn_pdrop=0.0, embd_pdrop=0.0,
+                                      resid_pdrop=0.0, use_cache=False,
+                                      attn_implementation="eager")
+
+        class LM(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = transformers.GPT2LMHeadModel(cfg)
+
+            def forward(self, ids):
+                return self.model(input_ids=ids).logits
+
+        return LM(), {"ids": torch.randint(0, 512, (batch, 32))}
+    kw = {"mlp": {"hidden": 512}, "cnn": {"widths": (32, 64)},
+          "gpt": {"d_model": 128, "n_layer": 4, "max_len": 64, "vocab": 512},
+          "encoder": {"d_model": 128}}[name]
+    return models.build(name, batch=batch, **kw)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--machine", default="cpu")
+    p.add_argument("--calibrate", action="store_true")
+    p.add_argument("--ranks", type=int, nargs="*", default=[1, 2])
+    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--warmup", type=int, default=4)
+    p.add_argument("--models", nargs="*", default=list(CONFIGS))
+    p.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+    args = p.parse_args()
+    opt, run = os.path.join(args.bin, "fsdp-opt"), os.path.join(args.bin, "fsdp-run")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        machines = {}
+        for ranks in args.ranks:
+            if args.calibrate:
+                path = os.path.join(tmp, f"machine-{ranks}.json")
+                subprocess.run([opt, "--calibrate", "--world-size", str(ranks), "-o", path],
+                               check=True, stdout=subprocess.DEVNULL)
+                machines[ranks] = path
+            else:
+                machines[ranks] = args.machine
+        print(f"machine {'calibrated here' if args.calibrate else args.machine}; "
+              f"median step_ms of steps {args.warmup + 1}-{args.steps} on rank 0\n")
+        print("| model | params | ranks | batch/rank | predicted ms | measured ms "
+              "| predicted / measured | collectives not overlapped |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for name in args.models:
+            batch, min_params = CONFIGS[name]
+            module, inputs = build(name, batch)
+            module.train()
+            with torch.no_grad():
+                out = train_parity.first(module(*inputs.values()))
+            gen = torch.Generator().manual_seed(1)
+            target = train_parity.target_for(out, "cross_entropy", gen)
+            model = os.path.join(tmp, f"{name}.pt")
+            if name == "gpt2":
+                import hf_models  # transformers' causal mask, made traceable
+                with hf_models.traceable_masks():
+                    fsdp_export.save(module, model, inputs, targets={"target": target})
+            else:
+                fsdp_export.save(module, model, inputs, targets={"target": target})
+            params = sum(q.numel() for q in train_parity.unique_parameters(module))
+            for ranks in args.ranks:
+                data = {}
+                for n, ex in inputs.items():
+                    shape = (args.steps, ex.shape[0] * ranks) + tuple(ex.shape[1:])
+                    if ex.dtype.is_floating_point:
+                        data[n] = torch.randn(shape, generator=gen)
+                    else:
+                        data[n] = torch.randint(0, int(ex.max()) + 1, shape, generator=gen)
+                tgt = train_parity.target_for(out, "cross_entropy", gen, steps=args.steps)
+                data["target"] = tgt.repeat_interleave(ranks, dim=1) if ranks > 1 else tgt
+                data_path = os.path.join(tmp, f"{name}-{ranks}.data.pt")
+                torch.save(data, data_path)
+                plan = os.path.join(tmp, f"{name}-{ranks}.plan")
+                report = os.path.join(tmp, f"{name}-{ranks}.json")
+                metrics = os.path.join(tmp, f"{name}-{ranks}.jsonl")
+                subprocess.run([opt, model, "--loss", "cross_entropy", "--optimizer", "adamw",
+                                "--lr", "1e-3", "--world-size", str(ranks),
+                                "--sharding", "FULL_SHARD", "--auto-wrap", "size",
+                                "--min-num-params", str(min_params),
+                                "--machine", machines[ranks],
+                                "--memory-report-json", report, "--emit", "plan", "-o", plan],
+                               check=True)
+                subprocess.run([run, plan, "--model", model, "--data", data_path,
+                                "--nproc", str(ranks), "--metrics", metrics],
+                               check=True, stdout=subprocess.DEVNULL)
+                with open(report) as f:
+                    predicted = json.load(f)
+                with open(metrics) as f:
+                    steps = [j["step_ms"] for j in map(json.loads, f) if "step" in j]
+                measured = statistics.median(steps[args.warmup:])
+                ms = predicted["step_seconds"] * 1e3
+                exposed = predicted["exposed_seconds"] / max(predicted["step_seconds"], 1e-12)
+                print(f"| {name} | {params / 1e6:.2f}M | {ranks} | {batch} | {ms:.2f} | "
+                      f"{measured:.2f} | {ms / measured:.2f} | {100 * exposed:.0f}% |",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+//===- CostModel.h - the time a rank spends on a step -----------*- C++ -*-===//
+//
+// The cost model of a plan, beside its memory model: a predicted time for
+// every instruction of the step on one rank, from what it computes and moves
+// and the rates of a machine, and the step's time from them.
+//
+// An ATen call costs the machine's fixed overhead of a kernel call plus the
+// larger of its arithmetic (matrix products, convolutions and attention,
+// counted in floating-point operations at the machine's matrix rate for
+// their dtype) and the bytes it reads and writes (every tensor operand and
+// result, at the machine's memory rate). A view costs the overhead alone. A
+// collective moves (n-1)/n of its buffer in a group of n (twice for an
+// all-reduce) at the machine's collective rate, after a fixed latency; it
+// runs on a timeline of its own, overlapping the computation by the
+// machine's `collective_overlap`, and a wait blocks the computation until
+// its collective is done. CPU offload's copies move their bytes at the
+// copy rate.
+//
+// The rates come from a machine file (`fsdp-run --calibrate`, keys in
+// fsdp/runtime/MachineSchema.h) or a built-in machine (`cpu`, `h100`).
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_ANALYSIS_COSTMODEL_H
+#define FSDP_ANALYSIS_COSTMODEL_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <string>
+
+namespace fsdp {
+
+/// The rates of a machine (MachineSchema.h's keys), per rank while `ranks`
+/// ranks share it.
+struct MachineRates {
+  std::string name;
+  /// Where the rates come from: "built-in" or the file's path.
+  std::string source;
+  int64_t ranks = 1;
+  double matmulFlopsPerSec = 0, matmulHalfFlopsPerSec = 0;
+  double convFlopsPerSec = 0;
+  double memoryBytesPerSec = 0, opOverheadSec = 0;
+  double collectiveBytesPerSec = 0, collectiveLatencySec = 0;
+  double copyBytesPerSec = 0;
+  double collectiveOverlap = 0;
+};
+
+/// The built-in machines' names, for help and errors.
+llvm::StringRef builtinMachineNames();
+
+/// A built-in machine (`cpu`: one 2-core Debian machine's calibration;
+/// `h100`: an H100 SXM's datasheet rates, discounted to what kernels reach)
+/// or a machine file's rates. Errors name the file and the key.
+mlir::FailureOr<MachineRates> loadMachine(llvm::StringRef nameOrFile,
+                                          std::string &error);
+
+/// The predicted time of one rank's step.
+struct TimePrediction {
+  /// The step, from its first instruction to its last (seconds).
+  double stepSeconds = 0;
+  /// The computation alone (ATen calls and copies), the collectives alone
+  /// (their own timeline), and the time the computation waited for them.
+  double computeSeconds = 0, collectiveSeconds = 0, exposedSeconds = 0;
+  /// Floating-point operations of the matrix products, bytes the kernels
+  /// moved, bytes the collectives moved.
+  double flops = 0, kernelBytes = 0, collectiveBytes = 0;
+  /// The predicted time of each instruction (a collective's: its own
+  /// timeline's), in plan order.
+  llvm::SmallVector<double> instructionSeconds;
+};
+
+/// Predicts the time of `step` (the single block of fsdp and aten ops the
+/// plan emitter takes) on one rank of the module's world.
+mlir::FailureOr<TimePrediction> predictTime(mlir::ModuleOp module,
+                                            mlir::func::FuncOp step,
+                                            const MachineRates &machine);
+
+} // namespace fsdp
+
+#endif // FSDP_ANALYSIS_COSTMODEL_H

@@ -1,0 +1,401 @@
+//===- CostModel.cpp - the time a rank spends on a step --------------------===//
+
+#include "fsdp/Analysis/CostModel.h"
+
+#include "fsdp/Analysis/MemoryModel.h"
+#include "fsdp/Dialect/ATen/IR/ATenDialect.h"
+#include "fsdp/Dialect/ATen/IR/OpTable.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "fsdp/runtime/MachineSchema.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace mlir;
+using namespace fsdp;
+
+//===----------------------------------------------------------------------===//
+// Machines
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The rate field of each MachineSchema key, in kRateKeys' order.
+double MachineRates::*const kRateFields[] = {
+    &MachineRates::matmulFlopsPerSec,     &MachineRates::matmulHalfFlopsPerSec,
+    &MachineRates::convFlopsPerSec,
+    &MachineRates::memoryBytesPerSec,     &MachineRates::opOverheadSec,
+    &MachineRates::collectiveBytesPerSec, &MachineRates::collectiveLatencySec,
+    &MachineRates::copyBytesPerSec,
+};
+static_assert(std::size(kRateFields) == std::size(machine::kRateKeys),
+              "a field for every rate of the machine file");
+
+MachineRates builtinCPU() {
+  // `fsdp-opt --calibrate` on the project's 2-core Debian 12 machine (the
+  // one CI runs on), 2 ranks: what each rank gets while both compute (the
+  // medians of three calibrations, which vary by 2x between runs there).
+  MachineRates m;
+  m.name = "cpu";
+  m.ranks = 2;
+  m.matmulFlopsPerSec = 2.5e10;
+  m.matmulHalfFlopsPerSec = 5.0e10;
+  m.convFlopsPerSec = 1.4e10;
+  m.memoryBytesPerSec = 6.8e9;
+  m.opOverheadSec = 1.7e-6;
+  m.collectiveBytesPerSec = 4.9e8;
+  m.collectiveLatencySec = 4.4e-4;
+  m.copyBytesPerSec = 6.5e9;
+  m.collectiveOverlap = 0.7;
+  return m;
+}
+
+MachineRates builtinH100() {
+  // H100 SXM: 989 TFLOPS dense bf16 and 3.35 TB/s HBM3 on the datasheet;
+  // float32 matrix products without TF32 at 67 TFLOPS. Kernels reach about
+  // 60% and 80% of them; a launch costs about 5 us; NVLink 4 moves 450 GB/s
+  // each way, of which NCCL's ring reaches about 70%; PCIe 5 copies from
+  // pinned memory at about 50 GB/s. Collectives run on their own streams.
+  MachineRates m;
+  m.name = "h100";
+  m.ranks = 1;
+  m.matmulFlopsPerSec = 0.6 * 67e12;
+  m.matmulHalfFlopsPerSec = 0.6 * 989e12;
+  m.convFlopsPerSec = 0.5 * 67e12;
+  m.memoryBytesPerSec = 0.8 * 3.35e12;
+  m.opOverheadSec = 5e-6;
+  m.collectiveBytesPerSec = 0.7 * 450e9;
+  m.collectiveLatencySec = 2e-5;
+  m.copyBytesPerSec = 50e9;
+  m.collectiveOverlap = 1;
+  return m;
+}
+
+} // namespace
+
+StringRef fsdp::builtinMachineNames() { return "cpu, h100"; }
+
+FailureOr<MachineRates> fsdp::loadMachine(StringRef nameOrFile,
+                                          std::string &error) {
+  if (nameOrFile == "cpu" || nameOrFile == "h100") {
+    MachineRates m = nameOrFile == "cpu" ? builtinCPU() : builtinH100();
+    m.source = "built-in";
+    return m;
+  }
+  auto fail = [&](const Twine &why) {
+    error = ("machine file '" + nameOrFile + "': " + why).str();
+    return failure();
+  };
+  auto buffer = llvm::MemoryBuffer::getFile(nameOrFile);
+  if (!buffer)
+    return fail("cannot read it (" + buffer.getError().message() +
+                "); give a file `fsdp-run --calibrate` wrote, or one of " +
+                builtinMachineNames());
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!json)
+    return fail("not JSON: " + llvm::toString(json.takeError()));
+  const llvm::json::Object *object = json->getAsObject();
+  if (!object)
+    return fail("not a JSON object");
+  std::optional<int64_t> version = object->getInteger(machine::kVersionKey);
+  if (version != machine::kVersion)
+    return fail(Twine("'") + machine::kVersionKey + "' is not " +
+                Twine(machine::kVersion));
+  MachineRates m;
+  m.source = nameOrFile.str();
+  std::optional<StringRef> name = object->getString(machine::kNameKey);
+  if (!name || name->empty())
+    return fail(Twine("'") + machine::kNameKey + "' is missing or not a "
+                "non-empty string");
+  m.name = name->str();
+  std::optional<int64_t> ranks = object->getInteger(machine::kRanksKey);
+  if (!ranks || *ranks < 1)
+    return fail(Twine("'") + machine::kRanksKey + "' is missing or not a "
+                "positive integer");
+  m.ranks = *ranks;
+  for (size_t k = 0; k < std::size(kRateFields); ++k) {
+    StringRef key = machine::kRateKeys[k].key;
+    std::optional<double> value = object->getNumber(key);
+    if (!value || !std::isfinite(*value) || *value <= 0)
+      return fail("'" + key + "' (" + machine::kRateKeys[k].meaning +
+                  ") is missing or not a positive number");
+    m.*kRateFields[k] = *value;
+  }
+  std::optional<double> overlap = object->getNumber(machine::kOverlapKey);
+  if (!overlap || !(*overlap >= 0 && *overlap <= 1))
+    return fail(Twine("'") + machine::kOverlapKey +
+                "' is missing or not a number from 0 to 1");
+  m.collectiveOverlap = *overlap;
+  for (const auto &entry : *object) {
+    StringRef key = entry.first;
+    bool known = key == machine::kVersionKey || key == machine::kNameKey ||
+                 key == machine::kRanksKey || key == machine::kOverlapKey ||
+                 llvm::any_of(machine::kRateKeys, [&](const auto &rate) {
+                   return key == rate.key;
+                 });
+    if (!known)
+      return fail("unknown key '" + key + "'");
+  }
+  return m;
+}
+
+//===----------------------------------------------------------------------===//
+// Instructions
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+int64_t numel(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  return type ? type.getNumElements() : 0;
+}
+
+int64_t lastDim(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type || type.getRank() == 0)
+    return 1;
+  return type.getShape().back();
+}
+
+bool isConvolution(aten::CallOp call) {
+  StringRef name = call.getOverload();
+  return name.starts_with("aten::conv") || name.starts_with("aten::_convolution");
+}
+
+/// The floating-point operations of a matrix product, convolution or
+/// attention call (2 per multiply-add); 0 for any other call.
+double matrixFlops(aten::CallOp call) {
+  StringRef name = call.getOverload();
+  name = name.take_front(name.find('.'));
+  auto operands = call.getOperands();
+  auto results = call.getResults();
+  if (operands.empty() || results.empty())
+    return 0;
+  // Each result element is a K-long dot product of a row of the operand
+  // `a` (K its last dimension).
+  auto product = [&](unsigned a) {
+    if (a >= operands.size())
+      return 0.0;
+    return 2.0 * numel(results[0]) * lastDim(operands[a]);
+  };
+  if (name == "aten::mm" || name == "aten::bmm" || name == "aten::matmul" ||
+      name == "aten::linear")
+    return product(0);
+  if (name == "aten::addmm" || name == "aten::baddbmm" ||
+      name == "aten::addbmm")
+    return product(1);
+  // Convolutions: each output element sums weight.numel / out_channels
+  // products (input channels per group times the kernel's extent).
+  auto convolution = [&](Value out, Value weight) {
+    auto w = dyn_cast<RankedTensorType>(weight.getType());
+    if (!w || w.getRank() == 0 || w.getShape()[0] == 0)
+      return 0.0;
+    return 2.0 * numel(out) * (double(w.getNumElements()) / w.getShape()[0]);
+  };
+  if (isConvolution(call)) {
+    if (name == "aten::convolution_backward") {
+      // The input's and the weight's gradient: each costs the forward's.
+      if (operands.size() < 3)
+        return 0;
+      return 2.0 * convolution(operands[0], operands[2]);
+    }
+    if (operands.size() < 2)
+      return 0;
+    return convolution(results[0], operands[1]);
+  }
+  if (name.contains("scaled_dot_product")) {
+    // q (..., L, E), k (..., S, E), v (..., S, Ev): q k^T and its product
+    // with v. The backward computes four such products.
+    if (operands.size() < 3)
+      return 0;
+    auto q = dyn_cast<RankedTensorType>(operands[0].getType());
+    auto k = dyn_cast<RankedTensorType>(operands[1].getType());
+    auto v = dyn_cast<RankedTensorType>(operands[2].getType());
+    if (!q || !k || !v || q.getRank() < 2 || k.getRank() < 2 ||
+        v.getRank() < 1)
+      return 0;
+    double s = k.getShape()[k.getRank() - 2];
+    double forward = 2.0 * q.getNumElements() * s +
+                     2.0 * (q.getNumElements() / q.getShape().back()) * s *
+                         v.getShape().back();
+    return name.contains("backward") ? 2.0 * forward : forward;
+  }
+  return 0;
+}
+
+bool isHalf(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  return type && (type.getElementType().isBF16() || type.getElementType().isF16());
+}
+
+double tensorBytesOf(ValueRange values) {
+  double bytes = 0;
+  for (Value v : values)
+    if (isa<RankedTensorType>(v.getType()))
+      bytes += tensorBytes(v.getType());
+  return bytes;
+}
+
+struct Timeline {
+  explicit Timeline(const MachineRates &m) : m(m) {}
+  const MachineRates &m;
+  int64_t worldSize = 1, shardGroupSize = 1;
+  TimePrediction out;
+  double now = 0;      // the computation's clock
+  double comms = 0;    // the collectives' clock
+  llvm::DenseMap<Value, double> done; // a future's completion
+
+  int groupSize(CommGroup group) const {
+    switch (group) {
+    case CommGroup::world:
+      return worldSize;
+    case CommGroup::shard:
+      return shardGroupSize;
+    case CommGroup::replicate:
+      return worldSize / shardGroupSize;
+    }
+    return 1;
+  }
+
+  /// Computation: `seconds` on the compute clock.
+  double compute(double seconds) {
+    now += seconds;
+    out.computeSeconds += seconds;
+    return seconds;
+  }
+
+  double call(aten::CallOp call) {
+    if (aten::hasFact(call.getOverload(), aten::OpFact::View))
+      return compute(m.opOverheadSec);
+    double flops = matrixFlops(call);
+    double bytes = tensorBytesOf(call.getOperands()) +
+                   tensorBytesOf(call.getResults());
+    out.flops += flops;
+    out.kernelBytes += bytes;
+    // Convolutions at their own rate; half precision faster (or slower)
+    // by what it does to matrix products.
+    bool half = !call.getResults().empty() && isHalf(call.getResults()[0]);
+    double rate = isConvolution(call) ? m.convFlopsPerSec : m.matmulFlopsPerSec;
+    if (half)
+      rate *= m.matmulHalfFlopsPerSec / m.matmulFlopsPerSec;
+    return compute(m.opOverheadSec +
+                   std::max(flops / rate, bytes / m.memoryBytesPerSec));
+  }
+
+  /// A collective moving `moved` bytes per rank: on its own clock from when
+  /// the computation starts it; the computation waits for the part that
+  /// does not overlap.
+  double collective(Value future, double moved, bool any) {
+    if (!any) {
+      done[future] = now;
+      return 0;
+    }
+    double seconds = m.collectiveLatencySec + moved / m.collectiveBytesPerSec;
+    out.collectiveBytes += moved;
+    out.collectiveSeconds += seconds;
+    double start = std::max(now, comms);
+    comms = start + seconds;
+    done[future] = comms;
+    double blocked = (1 - m.collectiveOverlap) * seconds;
+    if (blocked > 0) {
+      double until = std::max(now, start) + blocked;
+      out.exposedSeconds += until - now;
+      now = until;
+    }
+    return seconds;
+  }
+
+  double start(CollectiveStartOp op) {
+    Value input = op.getCollectiveInput();
+    double bytes = tensorBytes(input.getType());
+    Value future = op.getCollectiveFuture();
+    return llvm::TypeSwitch<Operation *, double>(op.getOperation())
+        .Case([&](AllGatherStartOp gather) {
+          int n = groupSize(gather.getGroup());
+          return collective(future, bytes * (n - 1), n > 1);
+        })
+        .Case([&](ReduceScatterStartOp scatter) {
+          int n = groupSize(scatter.getGroup());
+          double moved = bytes * (n - 1) / n;
+          bool across = scatter.getAcross() && shardGroupSize != worldSize;
+          if (across) {
+            // Then an all-reduce of the shard over the replicas.
+            int r = worldSize / shardGroupSize;
+            moved += 2.0 * (bytes / n) * (r - 1) / r;
+          }
+          return collective(future, moved, n > 1 || across);
+        })
+        .Case([&](AllReduceStartOp reduce) {
+          int n = groupSize(reduce.getGroup());
+          return collective(future, 2.0 * bytes * (n - 1) / n, n > 1);
+        })
+        .Default([&](Operation *) { return 0.0; });
+  }
+
+  double wait(WaitOp wait) {
+    auto it = done.find(wait.getFuture());
+    if (it != done.end() && it->second > now) {
+      out.exposedSeconds += it->second - now;
+      now = it->second;
+    }
+    return 0;
+  }
+
+  double copy(Operation *op) {
+    double bytes = tensorBytesOf(op->getResults());
+    out.kernelBytes += bytes;
+    return compute(m.opOverheadSec + bytes / m.copyBytesPerSec);
+  }
+};
+
+} // namespace
+
+FailureOr<TimePrediction> fsdp::predictTime(ModuleOp module,
+                                            func::FuncOp step,
+                                            const MachineRates &machine) {
+  if (!step.getBody().hasOneBlock())
+    return step.emitOpError("must be a single block to predict its time");
+  Timeline t(machine);
+  if (auto w = module->getAttrOfType<IntegerAttr>(kWorldSizeAttr))
+    t.worldSize = w.getInt();
+  t.shardGroupSize = t.worldSize;
+  if (auto g = module->getAttrOfType<IntegerAttr>(kShardGroupSizeAttr))
+    t.shardGroupSize = g.getInt();
+  if (t.shardGroupSize < 1 || t.worldSize % t.shardGroupSize != 0)
+    return module.emitError("the shard group size ")
+           << t.shardGroupSize << " does not divide the world size "
+           << t.worldSize;
+  Block &body = step.getBody().front();
+  Operation *terminator = body.getTerminator();
+  for (Operation &op : body) {
+    if (&op == terminator)
+      break;
+    double seconds =
+        llvm::TypeSwitch<Operation *, double>(&op)
+            .Case([&](aten::CallOp call) { return t.call(call); })
+            .Case<aten::AutogradBackwardOp>([&](Operation *other) {
+              // libtorch's autograd for the long tail: its bytes.
+              double bytes = tensorBytesOf(other->getOperands()) +
+                             tensorBytesOf(other->getResults());
+              t.out.kernelBytes += bytes;
+              return t.compute(machine.opOverheadSec +
+                               bytes / machine.memoryBytesPerSec);
+            })
+            .Case([&](CollectiveStartOp start) { return t.start(start); })
+            .Case([&](WaitOp wait) { return t.wait(wait); })
+            .Case<ToDeviceOp, ToHostOp>(
+                [&](Operation *copy) { return t.copy(copy); })
+            // State reads and writes, views, frees, constants and the
+            // generator's state: bookkeeping, no kernel.
+            .Default([](Operation *) { return 0.0; });
+    t.out.instructionSeconds.push_back(seconds);
+  }
+  t.out.stepSeconds = t.now;
+  return t.out;
+}

@@ -1,0 +1,265 @@
+//===- Calibrate.cpp - fsdp-run --calibrate -------------------------------===//
+//
+// Measures the rates the compiler's cost model predicts step times with
+// (fsdp/runtime/MachineSchema.h): every rank measures at once, as the ranks
+// of a run compute at once on the machine they share, and rank 0 writes the
+// ranks' mean. Each figure is the median of rounds that start together
+// (after an all-reduce), after a warm-up.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/runtime/Device.h"
+#include "fsdp/runtime/Executor.h"
+#include "fsdp/runtime/PlanSchema.h"
+#include "fsdp/runtime/MachineSchema.h"
+#include "fsdp/runtime/Trainer.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <nlohmann/json.hpp>
+#include <torch/script.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace fsdp::runtime {
+
+namespace {
+
+struct Calibration {
+  Communicator &comm;
+  c10::Device device;
+
+  void sync() {
+    if (device.is_cuda())
+      cuda::synchronize(device);
+  }
+
+  /// All ranks at the same point.
+  void barrier() {
+    comm.allReduce(at::zeros({1}, at::TensorOptions(device)),
+                   CommGroup::World, false)
+        ->wait();
+    sync();
+  }
+
+  /// Seconds per call of `fn`: the median over rounds of `reps` calls.
+  double perCall(int reps, const std::function<void()> &fn) {
+    fn();
+    sync();
+    std::vector<double> rounds;
+    for (int round = 0; round < 5; ++round) {
+      barrier();
+      auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < reps; ++i)
+        fn();
+      sync();
+      rounds.push_back(std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - start)
+                           .count() /
+                       reps);
+    }
+    std::sort(rounds.begin(), rounds.end());
+    return rounds[rounds.size() / 2];
+  }
+
+  /// The mean of `value` over the ranks.
+  double mean(double value) {
+    at::Tensor t = at::full({1}, value, at::TensorOptions(device).dtype(at::kDouble));
+    return comm.allReduce(t, CommGroup::World, true)->wait().cpu().item<double>();
+  }
+};
+
+/// Seconds per instruction of a plan of `n` chained adds of 16 floats,
+/// written next to `near` and run by the executor.
+double perInstruction(Calibration &c, c10::Device device,
+                      const std::string &near, int n) {
+  nlohmann::json instructions = nlohmann::json::array();
+  for (int k = 0; k < n; ++k)
+    instructions.push_back(
+        {{"args", {{{"t", k}}, {{"t", k}}, {{"i", 1}}}},
+         {"free", k == 0 ? nlohmann::json::array() : nlohmann::json{k}},
+         {"kind", "call"},
+         {"list_result", false},
+         {"loc", "calibration"},
+         {"mutates", nlohmann::json::array()},
+         {"num_schema_results", 1},
+         {"op", "aten::add.Tensor"},
+         {"results", {k + 1}}});
+  nlohmann::json plan = {
+      {"format", "fsdp-plan"},
+      {"version", plan::kFormatVersion},
+      {"function", "forward"},
+      {"num_slots", n + 1},
+      {"world_size", 1},
+      {"shard_group_size", 1},
+      {"sharding", ""},
+      {"state", nlohmann::json::array()},
+      {"inputs", {{{"dtype", "f32"}, {"name", "x"}, {"shape", {16}}, {"slot", 0}}}},
+      {"outputs", {n}},
+      {"instructions", instructions}};
+  std::string path = near + ".plan." + std::to_string(::getpid());
+  {
+    std::ofstream out(path);
+    out << plan.dump();
+    if (!out)
+      throw Error("cannot write '" + path + "'");
+  }
+  Plan loaded;
+  try {
+    loaded = loadPlan(path);
+  } catch (...) {
+    std::remove(path.c_str());
+    throw;
+  }
+  std::remove(path.c_str());
+  auto comm = createSingleRankCommunicator(device);
+  Executor executor(loaded, comm.get());
+  State state;
+  std::vector<at::Tensor> inputs = {at::randn({16}, at::TensorOptions(device))};
+  return c.perCall(5, [&] { (void)executor.run(inputs, state); }) / n;
+}
+
+} // namespace
+
+int calibrateMachine(const RunOptions &o, const RankInfo &info,
+                     std::unique_ptr<Communicator> &comm) {
+  c10::Device device = rankDevice(o.device, info);
+  if (device.is_cuda())
+    cuda::setDevice(device);
+  Backend backend = runBackend(o.backend, device);
+  comm = createCommunicator(backend, info, info.worldSize, device);
+  Calibration c{*comm, device};
+  const bool lead = info.rank == 0;
+  const int world = info.worldSize;
+  if (lead)
+    std::printf("calibrating %s on %d rank%s (%s)\n", backendName(backend),
+                world, world == 1 ? "" : "s", device.str().c_str());
+  auto options = at::TensorOptions(device);
+
+  // Matrix products: 256 x 256 x 256, in float32 and bfloat16.
+  const int64_t n = 256;
+  const double productFlops = 2.0 * n * n * n;
+  at::Tensor a = at::randn({n, n}, options), b = at::randn({n, n}, options);
+  double mm = c.perCall(20, [&] { (void)at::mm(a, b); });
+  at::Tensor ah = a.to(at::kBFloat16), bh = b.to(at::kBFloat16);
+  double mmHalf = c.perCall(device.is_cuda() ? 20 : 4,
+                            [&] { (void)at::mm(ah, bh); });
+
+  // Convolutions: 3x3 over 16 images of 32 channels, 16 x 16, to 32.
+  at::Tensor image = at::randn({16, 32, 16, 16}, options);
+  at::Tensor filter = at::randn({32, 32, 3, 3}, options);
+  double conv = c.perCall(5, [&] {
+    (void)at::conv2d(image, filter, {}, 1, 1);
+  });
+  const double convFlops = 2.0 * 16 * 32 * 16 * 16 * (32 * 3 * 3);
+
+  // A kernel's fixed cost, as fsdp-run pays it: a plan of 1000 adds of 16
+  // elements, each reading the last, run by the executor.
+  double overhead = perInstruction(c, device, o.calibrate, 1000);
+
+  // Memory: an add of 4 MiB float32 tensors reads 8 MiB and writes 4.
+  const int64_t big = int64_t(1) << 20;
+  at::Tensor x = at::randn({big}, options), y = at::randn({big}, options);
+  double sum = c.perCall(20, [&] { (void)at::add(x, y); });
+  const double addBytes = 3.0 * 4 * big;
+
+  // Copies between device and host: CPU offload's.
+  at::Tensor host = x.cpu();
+  if (device.is_cuda())
+    host = host.pin_memory();
+  double copy = c.perCall(20, [&] { (void)host.to(device, false, true); });
+
+  // Collectives: an all-gather of a small shard (its latency) and of a
+  // 4 MiB buffer (its bandwidth); then the large one beside products.
+  double latency = 0, bandwidth = 0, overlap = 0;
+  if (world > 1) {
+    at::Tensor small = at::randn({64}, options);
+    at::Tensor shard = at::randn({big / world}, options);
+    double gatherSmall = c.perCall(
+        20, [&] { (void)comm->allGather(small, CommGroup::World)->wait(); });
+    double gatherBig = c.perCall(
+        10, [&] { (void)comm->allGather(shard, CommGroup::World)->wait(); });
+    double moved = 4.0 * (big / world) * (world - 1);
+    latency = gatherSmall;
+    bandwidth = moved / std::max(gatherBig - gatherSmall, 1e-9);
+    // How much of it runs beside computation: products for as long as the
+    // gather takes, with the gather in flight.
+    int products = std::max(1, static_cast<int>(gatherBig / mm));
+    double both = c.perCall(3, [&] {
+      auto pending = comm->allGather(shard, CommGroup::World);
+      for (int i = 0; i < products; ++i)
+        (void)at::mm(a, b);
+      (void)pending->wait();
+    });
+    double alone = products * mm;
+    double hidden = alone + gatherBig - both;
+    overlap = std::clamp(hidden / std::min(alone, gatherBig), 0.0, 1.0);
+  }
+
+  // In MachineSchema.h's order.
+  std::map<std::string, double> rates = {
+      {"matmul_flops_per_s", c.mean(productFlops / mm)},
+      {"matmul_half_flops_per_s", c.mean(productFlops / mmHalf)},
+      {"conv_flops_per_s", c.mean(convFlops / conv)},
+      {"memory_bytes_per_s", c.mean(addBytes / std::max(sum - overhead, 1e-9))},
+      {"op_overhead_s", c.mean(overhead)},
+      {"collective_bytes_per_s", c.mean(bandwidth)},
+      {"collective_latency_s", c.mean(latency)},
+      {"copy_bytes_per_s", c.mean(4.0 * big / std::max(copy - overhead, 1e-9))},
+  };
+  overlap = c.mean(overlap);
+  if (world == 1) {
+    // No collective in a world of one rank; the plans of one rank have
+    // none to predict. The file still needs positive numbers.
+    rates["collective_bytes_per_s"] = rates["memory_bytes_per_s"];
+    rates["collective_latency_s"] = rates["op_overhead_s"];
+    overlap = 1;
+  }
+  if (!lead)
+    return 0;
+
+  nlohmann::ordered_json file;
+  file[machine::kVersionKey] = machine::kVersion;
+  char hostname[256] = "";
+  ::gethostname(hostname, sizeof hostname - 1);
+  file[machine::kNameKey] =
+      std::string(hostname[0] ? hostname : "machine") + " " + device.str();
+  file[machine::kRanksKey] = world;
+  for (const machine::RateKey &rate : machine::kRateKeys) {
+    auto it = rates.find(rate.key);
+    if (it == rates.end())
+      throw Error(std::string("--calibrate measures no ") + rate.key);
+    file[rate.key] = it->second;
+    std::printf("  %-24s %12.4g  %s\n", rate.key, it->second, rate.meaning);
+  }
+  file[machine::kOverlapKey] = overlap;
+  std::printf("  %-24s %12.4g  %s\n", machine::kOverlapKey, overlap,
+              "how much of a collective runs beside the computation");
+  if (world == 1)
+    std::printf("  (one rank: the collective rates are not measured; plans "
+                "of one rank have no collective)\n");
+  // Whole or not at all: a temporary file renamed over the output.
+  std::string tmp = o.calibrate + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << file.dump(2) << "\n";
+    out.close();
+    if (!out)
+      throw Error("cannot write '" + tmp + "'");
+  }
+  if (std::rename(tmp.c_str(), o.calibrate.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw Error("cannot write '" + o.calibrate + "'");
+  }
+  std::printf("wrote %s\n", o.calibrate.c_str());
+  return 0;
+}
+
+} // namespace fsdp::runtime

@@ -1,0 +1,30 @@
+// A machine file is untrusted input: each fault is an error naming the
+// file and the key.
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: not fsdp-opt %s --fsdp-memory-report=machine=%t/none.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=MISSING
+// MISSING: error: machine file '{{.*}}none.json': cannot read it (No such file or directory); give a file `fsdp-run --calibrate` wrote, or one of cpu, h100
+// RUN: echo '{"fsdp_machine_version": 1' > %t/cut.json
+// RUN: not fsdp-opt %s --fsdp-memory-report=machine=%t/cut.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=CUT
+// CUT: error: machine file '{{.*}}cut.json': not JSON:
+// RUN: echo '{"fsdp_machine_version": 2}' > %t/version.json
+// RUN: not fsdp-opt %s --fsdp-memory-report=machine=%t/version.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=VERSION
+// VERSION: error: machine file '{{.*}}version.json': 'fsdp_machine_version' is not 1
+// RUN: echo '{"fsdp_machine_version": 1, "machine": "m", "ranks": 2, "matmul_flops_per_s": 100, "matmul_half_flops_per_s": 1000, "conv_flops_per_s": 100, "memory_bytes_per_s": -5, "op_overhead_s": 0.001, "collective_bytes_per_s": 1000, "collective_latency_s": 0.01, "copy_bytes_per_s": 1000, "collective_overlap": 1}' > %t/negative.json
+// RUN: not fsdp-opt %s --fsdp-memory-report=machine=%t/negative.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// NEGATIVE: error: machine file '{{.*}}negative.json': 'memory_bytes_per_s' (bytes an element-wise kernel reads and writes) is missing or not a positive number
+// RUN: sed 's/"memory_bytes_per_s": -5/"memory_bytes_per_s": 5/; s/"collective_overlap": 1/"collective_overlap": 2/' %t/negative.json > %t/overlap.json
+// RUN: not fsdp-opt %s --fsdp-memory-report=machine=%t/overlap.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=OVERLAP
+// OVERLAP: error: machine file '{{.*}}overlap.json': 'collective_overlap' is missing or not a number from 0 to 1
+// RUN: sed 's/"collective_overlap": 2/"collective_overlap": 1, "turbo": 1/' %t/overlap.json > %t/unknown.json
+// RUN: not fsdp-opt %s --fsdp-memory-report=machine=%t/unknown.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// UNKNOWN: error: machine file '{{.*}}unknown.json': unknown key 'turbo'
+// RUN: sed 's/"ranks": 2/"ranks": 0/' %t/negative.json > %t/ranks.json
+// RUN: not fsdp-opt %s --fsdp-memory-report=machine=%t/ranks.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=RANKS
+// RANKS: error: machine file '{{.*}}ranks.json': 'ranks' is missing or not a positive integer
+
+module attributes {fsdp.world_size = 1 : i64, fsdp.shard_group_size = 1 : i64} {
+  func.func @train_step(%x: tensor<4xf32>) {
+    %y = aten.call "aten::relu"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+    return
+  }
+}

@@ -1,0 +1,67 @@
+// The cost model on a small step: the predicted time of each instruction
+// from a machine file's rates, and the step's time with collectives that
+// overlap the computation (collective_overlap 1) and that do not (0).
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: echo '{"fsdp_machine_version": 1, "machine": "test", "ranks": 2, "matmul_flops_per_s": 100, "matmul_half_flops_per_s": 1000, "conv_flops_per_s": 100, "memory_bytes_per_s": 1000, "op_overhead_s": 0.001, "collective_bytes_per_s": 1000, "collective_latency_s": 0.01, "copy_bytes_per_s": 1000, "collective_overlap": 1}' > %t/overlap.json
+// RUN: sed 's/"collective_overlap": 1/"collective_overlap": 0/' %t/overlap.json > %t/serial.json
+// RUN: fsdp-opt %s --split-input-file --fsdp-memory-report=machine=%t/overlap.json -o /dev/null | FileCheck %s --check-prefix=OVERLAP
+// RUN: fsdp-opt %s --split-input-file --fsdp-memory-report=machine=%t/serial.json -o /dev/null | FileCheck %s --check-prefix=SERIAL
+// RUN: fsdp-opt %s --split-input-file --fsdp-memory-report="json=true machine=%t/overlap.json" -o /dev/null | FileCheck %s --check-prefix=JSON
+
+// Instruction by instruction, overlapped: #1 the all-gather moves half of
+// its 32-byte output (16 B at 1000 B/s) after its 10 ms latency: 26 ms on
+// its own clock; #2 the wait blocks the computation until then (26 ms not
+// overlapped); #4 a view costs the overhead (1 ms); #5 mm of 2x4 by 4x2 is
+// 32 flops at 100/s (320 ms) against 80 bytes at 1000 B/s (80 ms): 321 ms;
+// #6 add of two 8-float tensors moves 96 bytes: 97 ms; #8 the
+// reduce-scatter's 26 ms run beside #9 relu's 33 ms (32 bytes), so #10's
+// wait does not block: 26 + 1 + 321 + 97 + 33 = 478 ms.
+// OVERLAP: step time: 478.00 ms predicted on test ({{.*}}overlap.json, 2 ranks sharing it): computation 452.00 ms, collectives 52.00 ms of which 26.00 ms not overlapped; 0.000 GFLOP
+// Serial: each collective blocks the computation for its whole time.
+// SERIAL: step time: 504.00 ms predicted on test ({{.*}}serial.json, 2 ranks sharing it): computation 452.00 ms, collectives 52.00 ms of which 52.00 ms not overlapped; 0.000 GFLOP
+// (Times print with a double's every digit: 0.026000000000000002.)
+// JSON: "collective_seconds":0.052{{[0-9]*}}
+// JSON-SAME: "flops":32
+// JSON-SAME: "instruction_seconds":[0,0.026{{[0-9]*}},0,0,0.001,0.321{{[0-9]*}},0.097{{[0-9]*}},0,0.026{{[0-9]*}},0.033{{[0-9]*}},0,0]
+// JSON-SAME: "machine":"test"
+// JSON-SAME: "step_seconds":0.478{{[0-9]*}}
+
+module attributes {fsdp.world_size = 2 : i64, fsdp.shard_group_size = 2 : i64} {
+  fsdp.param @w : tensor<2x4xf32> in "a" : "L"
+  fsdp.flat_param @a for "a" params [@w] offsets [0] numel 8 padded 8 shards 2 : f32
+  func.func @train_step(%x: tensor<2x4xf32>) {
+    %s = fsdp.get @a : tensor<4xf32>
+    %f = fsdp.all_gather.start %s for @a group shard : tensor<4xf32> -> !fsdp.future<tensor<8xf32>>
+    %b = fsdp.wait %f : !fsdp.future<tensor<8xf32>>
+    %w = fsdp.view %b[0] : tensor<8xf32> to tensor<2x4xf32>
+    %wt = aten.call "aten::t"(%w) : (tensor<2x4xf32>) -> tensor<4x2xf32>
+    %m = aten.call "aten::mm"(%x, %wt) : (tensor<2x4xf32>, tensor<4x2xf32>) -> tensor<2x2xf32>
+    %sum = aten.call "aten::add.Tensor"(%b, %b, 1) : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    fsdp.free %b : tensor<8xf32>
+    %g = fsdp.reduce_scatter.start %sum for @a group shard reduce mean : tensor<8xf32> -> !fsdp.future<tensor<4xf32>>
+    %r = aten.call "aten::relu"(%m) : (tensor<2x2xf32>) -> tensor<2x2xf32>
+    %gs = fsdp.wait %g : !fsdp.future<tensor<4xf32>>
+    fsdp.update @a, %gs : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+// Arithmetic: a convolution's output elements (1x3x2x2) each sum
+// weight.numel / out_channels = 18 products: 432 flops (4.32 s) against
+// 392 bytes (0.39 s), plus the overhead; a bfloat16 product of 8x8 by 8x8
+// counts 1024 flops at the half rate (1.024 s against 384 bytes); a world
+// of one rank has no collective time.
+// OVERLAP: step time: 5.35 s predicted on test
+// OVERLAP-SAME: computation 5.35 s, collectives 0 us of which 0 us not overlapped; 0.000 GFLOP
+// JSON: "flops":1456
+// JSON-SAME: "instruction_seconds":[4.321{{[0-9]*}},1.02{{[0-9]*}}]
+
+module attributes {fsdp.world_size = 1 : i64, fsdp.shard_group_size = 1 : i64} {
+  func.func @train_step(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x3x3xf32>, %a: tensor<8x8xbf16>) {
+    %y = aten.call "aten::conv2d"(%x, %w, none, [1, 1], [0, 0], [1, 1], 1) : (tensor<1x2x4x4xf32>, tensor<3x2x3x3xf32>) -> tensor<1x3x2x2xf32>
+    %p = aten.call "aten::mm"(%a, %a) : (tensor<8x8xbf16>, tensor<8x8xbf16>) -> tensor<8x8xbf16>
+    return
+  }
+}
