@@ -193,6 +193,40 @@ LogicalResult chooseOffload(CompileOptions &o, ModuleOp module,
   return success();
 }
 
+/// --savers auto (--memory-budget alone): differentiates `module`, then
+/// chooses every saver together (fsdp/Transforms/MemoryBudget.h) and sets
+/// them, so that the pipeline compiles what the flags of the choice would.
+LogicalResult chooseSavers(CompileOptions &o, ModuleOp module,
+                           TimingScope &timing) {
+  FSDPPipelineOptions options;
+  toPipelineOptions(o, options);
+  if (failed(differentiate(options, module, timing)))
+    return failure();
+  TimingScope choosing = timing.nest("Choose the savers under --memory-budget");
+  FailureOr<SaverSearch> search = chooseSaversUnderBudget(
+      module, options, o.fsdp.memoryBudget, o.machineRates);
+  if (failed(search))
+    return failure();
+  const SaverChoice &c = search->chosen;
+  FSDPSettings &s = o.fsdp;
+  s.autoWrap = "size";
+  s.autoWrapReason = "--memory-budget (--savers auto)";
+  s.minNumParams = c.minNumParams;
+  s.backwardPrefetch = c.backwardPrefetch;
+  s.forwardPrefetch = c.forwardPrefetch;
+  s.limitAllGathers = c.limitAllGathers;
+  o.train.activationCheckpointing = c.checkpoint == "units";
+  o.train.acClasses.clear();
+  o.train.acModules.clear();
+  if (!c.checkpoint.empty() && c.checkpoint != "units")
+    o.train.acClasses.push_back(c.checkpoint);
+  s.offloadParams = false;
+  s.offloadUnits = c.offloadUnits;
+  s.offloadOptimUnits = c.offloadOptimUnits;
+  s.saverSearch = std::move(*search);
+  return success();
+}
+
 /// How the flags ask for activation checkpointing; empty where they do not.
 std::string checkpointingRequest(const TrainOptions &t) {
   SmallVector<std::string> parts;
@@ -278,8 +312,59 @@ std::string unitNames(const std::vector<std::string> &units) {
   return llvm::join(shown, ",");
 }
 
+/// One plan of the savers search: its settings, peak and step time.
+std::string describeChoice(const SaverChoice &c) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << c.units << (c.units == 1 ? " unit" : " units") << " (min_num_params "
+     << c.minNumParams << "), " << c.backwardPrefetch
+     << (c.forwardPrefetch ? ", forward prefetch" : "")
+     << ", limit_all_gathers " << c.limitAllGathers << ", checkpointing "
+     << (c.checkpoint.empty()      ? std::string("none")
+         : c.checkpoint == "units" ? std::string("every unit")
+                                   : "every " + c.checkpoint)
+     << ", offload ";
+  if (c.offloadUnits.empty() && c.offloadOptimUnits.empty())
+    os << "none";
+  else
+    os << "optimizer state of [" << unitNames(c.offloadOptimUnits)
+       << "], parameters of [" << unitNames(c.offloadUnits) << "]";
+  os << ": peak " << formatBytes(c.peakBytes) << ", step "
+     << formatSeconds(c.stepSeconds);
+  return out;
+}
+
+/// What a saver buys: the peak and step time without it, against with.
+std::string tradeOff(const SaverChoice &with, const SaverChoice &without) {
+  return "saves " + formatBytes(without.peakBytes - with.peakBytes) +
+         " of peak, costs " +
+         formatSeconds(std::max(0.0, with.stepSeconds - without.stepSeconds)) +
+         " a step";
+}
+
 /// --fsdp-report's lines on what chose the units and the offload.
 void printChoices(const FSDPSettings &s, llvm::raw_ostream &os) {
+  if (const auto &search = s.saverSearch) {
+    os << "savers chosen by: --memory-budget " << formatBytes(s.memoryBudget)
+       << " (--savers auto): the fastest predicted of the "
+       << search->fitting << " plans that fit, of " << search->tried
+       << " compiled\n";
+    os << "  chosen:    " << describeChoice(search->chosen) << "\n";
+    os << "  flags:     " << saverFlags(search->chosen) << "\n";
+    if (search->withoutCheckpoint)
+      os << "  checkpointing " << tradeOff(search->chosen,
+                                            *search->withoutCheckpoint)
+         << "\n";
+    if (search->withoutOffload)
+      os << "  offload " << tradeOff(search->chosen, *search->withoutOffload)
+         << "\n";
+    if (search->runnerUp)
+      os << "  runner-up: " << describeChoice(*search->runnerUp) << "\n";
+    os << "  without savers (the options' own wrapping, no checkpointing or "
+          "offload): peak "
+       << formatBytes(search->baseline.peakBytes) << ", step "
+       << formatSeconds(search->baseline.stepSeconds) << "\n";
+  }
   os << "units chosen by: " << s.autoWrap;
   if (const auto &b = s.budgetChoice)
     os << " (budget " << formatBytes(s.memoryBudget) << ": min_num_params "
@@ -346,14 +431,18 @@ OwningOpRef<ModuleOp> buildModule(CompileOptions &o, MLIRContext &context,
   bool offloadAuto = train && o.fsdp.offloadAuto;
   if (offloadAuto && failed(chooseOffload(o, *module, timing)))
     return nullptr;
+  bool savers = train && o.fsdp.saversAuto;
+  if (savers && failed(chooseSavers(o, *module, timing)))
+    return nullptr;
   PassManager pm(&context, ModuleOp::getOperationName());
   pm.enableTiming(timing);
-  bool differentiated = budget || offloadAuto;
+  bool differentiated = budget || offloadAuto || savers;
   if (o.wantsTrainStep())
     addTrainStep(o, pm, differentiated);
-  // Checkpointing is checked against the same step without it.
+  // Checkpointing asked for is checked against the same step without it
+  // (the search compared them already).
   OwningOpRef<ModuleOp> plain;
-  if (o.wantsTrainStep() && !checkpointingRequest(o.train).empty())
+  if (o.wantsTrainStep() && !savers && !checkpointingRequest(o.train).empty())
     plain = module->clone();
   if (failed(applyPassManagerCLOptions(pm)) ||
       failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))

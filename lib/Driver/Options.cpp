@@ -112,9 +112,16 @@ void bindSaverOptions(Binder &b, RawFlags &raw) {
         "state of the largest units first, then their parameters)",
         "none|params|auto");
   b.opt("memory-budget", raw.memoryBudget, c,
-        "With --auto-wrap budget: the most bytes a rank may hold during a "
-        "step (e.g. 40GiB, 512MiB, 1000000)",
+        "The most bytes a rank may hold during a step (e.g. 40GiB, 512MiB, "
+        "1000000): alone, every saver is chosen for it (--savers auto); "
+        "with --auto-wrap budget or --offload auto, that saver alone",
         "SIZE");
+  b.opt("savers", raw.savers, c,
+        "auto: choose together the units, the prefetch schedule, activation "
+        "checkpointing and CPU offload so that the predicted peak fits "
+        "--memory-budget with the smallest predicted step time (--machine's "
+        "rates); none (default): as the flags say",
+        "auto|none");
 }
 
 void bindReportOptions(Binder &b, CompileOptions &o) {

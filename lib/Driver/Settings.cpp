@@ -29,7 +29,8 @@ constexpr const char *kFSDPFlags[] = {
 #define FSDP_SHARD_LIST_OPTION(FIELD, FLAG, NAME, VALUE, HELP) FLAG,
 #include "fsdp/Transforms/StepOptions.def"
     "activation-checkpointing", "fsdp-report", "mixed-precision",
-    "param-dtype", "reduce-dtype", "buffer-dtype", "offload"};
+    "param-dtype", "reduce-dtype", "buffer-dtype", "offload",
+    "memory-budget", "savers"};
 
 /// The training step's flags, which need --loss, in the order a missing
 /// --loss names them.
@@ -190,19 +191,45 @@ LogicalResult checkSharding(const CompileOptions &o, FSDPSettings &s,
   return success();
 }
 
+/// The flags --savers auto chooses the value of itself.
+constexpr const char *kChosenBySavers[] = {
+    "auto-wrap",          "min-num-params",    "wrap-class",
+    "wrap-module",        "backward-prefetch", "forward-prefetch",
+    "limit-all-gathers",  "activation-checkpointing", "ac-class",
+    "ac-module",          "offload",           "offload-params",
+    "offload-unit",       "offload-optim-unit"};
+
 LogicalResult checkBudget(const CompileOptions &o, FSDPSettings &s) {
   if (s.autoWrap == "budget" && s.offloadAuto)
     return error("--auto-wrap budget and --offload auto both choose under "
                  "--memory-budget: use one");
-  if (o.given("memory-budget") && s.autoWrap != "budget" && !s.offloadAuto)
-    return error("--memory-budget applies to --auto-wrap budget or --offload "
-                 "auto, not --auto-wrap " +
+  if (o.given("savers") && o.raw.savers != "auto" && o.raw.savers != "none")
+    return error("--savers " + o.raw.savers + ": expected auto or none");
+  bool single = s.autoWrap == "budget" || s.offloadAuto;
+  if (o.given("savers") && o.raw.savers == "auto" && single)
+    return error(llvm::Twine("--savers auto chooses every saver; ") +
+                 (s.offloadAuto ? "--offload auto" : "--auto-wrap budget") +
+                 " chooses one alone: use one");
+  // --memory-budget alone chooses every saver, unless --savers none.
+  s.saversAuto = o.given("savers") ? o.raw.savers == "auto"
+                                   : o.given("memory-budget") && !single;
+  if (o.given("memory-budget") && !single && !s.saversAuto)
+    return error("--memory-budget with --savers none applies to --auto-wrap "
+                 "budget or --offload auto, not --auto-wrap " +
                  s.autoWrap);
-  if (s.autoWrap != "budget" && !s.offloadAuto)
+  if (s.saversAuto)
+    for (const char *flag : kChosenBySavers)
+      if (o.given(flag))
+        return error(llvm::Twine("--") + flag +
+                     ": --memory-budget chooses it (--savers auto); drop "
+                     "it, or give --savers none with --auto-wrap budget or "
+                     "--offload auto to choose one saver alone");
+  if (!single && !s.saversAuto)
     return success();
   if (!o.given("memory-budget"))
-    return error(llvm::Twine(s.offloadAuto ? "--offload auto"
-                                           : "--auto-wrap budget") +
+    return error(llvm::Twine(s.offloadAuto   ? "--offload auto"
+                             : s.saversAuto ? "--savers auto"
+                                            : "--auto-wrap budget") +
                  " needs --memory-budget SIZE (the most bytes a rank may "
                  "hold during a step)");
   std::optional<int64_t> budget = parseByteSize(o.raw.memoryBudget);

@@ -7,6 +7,7 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -230,4 +231,352 @@ fsdp::chooseOffloadUnderBudget(ModuleOp module,
          << " without offload, " << names.size()
          << (names.size() == 1 ? " unit" : " units") << "); "
          << choice.tried << " plans tried";
+}
+
+//===----------------------------------------------------------------------===//
+// --savers auto: every saver chosen together
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Module classes worth checkpointing: those with submodules and more than
+/// one module (a model's blocks), in the order the model first has them.
+SmallVector<std::string> checkpointClasses(ModuleOp module) {
+  SmallVector<std::pair<std::string, std::string>> tree;
+  if (auto modules = module->getAttrOfType<ArrayAttr>(kModulesAttr))
+    for (Attribute entry : modules)
+      if (auto pair = dyn_cast<ArrayAttr>(entry); pair && pair.size() == 2)
+        tree.push_back({cast<StringAttr>(pair[0]).getValue().str(),
+                        cast<StringAttr>(pair[1]).getValue().str()});
+  llvm::StringMap<int> count, composite;
+  SmallVector<std::string> order;
+  for (auto &[path, cls] : tree) {
+    if (path.empty())
+      continue; // the root: checkpointing it keeps nothing
+    if (count[cls]++ == 0)
+      order.push_back(cls);
+    if (llvm::any_of(tree, [&, &p = path](const auto &m) {
+          return m.first != p && isWithinModule(m.first, p);
+        }))
+      ++composite[cls];
+  }
+  SmallVector<std::string> out;
+  for (const std::string &cls : order)
+    if (count[cls] > 1 && composite[cls] == count[cls])
+      out.push_back(cls);
+  return out;
+}
+
+struct SaverSearcher {
+  ModuleOp module;
+  const FSDPPipelineOptions &options;
+  const MachineRates &machine;
+  std::vector<SaverChoice> tried;
+
+  /// Compiles and predicts `c`; its units (largest first) in `unitsOut`.
+  /// `quiet`: a candidate the pipeline refuses is not an error, only not a
+  /// choice.
+  FailureOr<SaverChoice>
+  evaluate(SaverChoice c, bool quiet,
+           SmallVector<std::pair<int64_t, std::string>> *unitsOut = nullptr) {
+    OwningOpRef<ModuleOp> copy = module.clone();
+    FSDPPipelineOptions candidate;
+    candidate.copyOptionValuesFrom(options);
+    candidate.autoWrap = "size";
+    candidate.minNumParams = c.minNumParams;
+    candidate.backwardPrefetch = c.backwardPrefetch;
+    candidate.forwardPrefetch = c.forwardPrefetch;
+    candidate.limitAllGathers = c.limitAllGathers;
+    candidate.activationCheckpointing = c.checkpoint == "units";
+    candidate.acClasses.clear();
+    candidate.acModules.clear();
+    if (!c.checkpoint.empty() && c.checkpoint != "units")
+      candidate.acClasses = std::vector<std::string>{c.checkpoint};
+    candidate.offloadParams = false;
+    candidate.offloadUnits = c.offloadUnits;
+    candidate.offloadOptimUnits = c.offloadOptimUnits;
+    std::optional<ScopedDiagnosticHandler> silence;
+    if (quiet)
+      silence.emplace(module.getContext(),
+                      [](Diagnostic &) { return success(); });
+    PassManager pm(module.getContext(), ModuleOp::getOperationName());
+    buildShardedStepPipeline(pm, candidate);
+    if (failed(pm.run(*copy)))
+      return failure();
+    auto step = copy->lookupSymbol<func::FuncOp>("train_step");
+    if (!step)
+      return module.emitError("--memory-budget needs a training step "
+                              "(--loss) to predict");
+    FailureOr<MemoryPrediction> memory = predictMemory(*copy, step);
+    if (failed(memory))
+      return failure();
+    FailureOr<TimePrediction> time = predictTime(*copy, step, machine);
+    if (failed(time))
+      return failure();
+    c.units = 0;
+    SmallVector<std::pair<int64_t, std::string>> units;
+    for (FlatParamOp flat : copy->getOps<FlatParamOp>()) {
+      ++c.units;
+      units.push_back({flat.getPaddedNumel(), flat.getModulePath().str()});
+    }
+    llvm::stable_sort(units, [](const auto &a, const auto &b) {
+      return a.first > b.first;
+    });
+    if (unitsOut)
+      *unitsOut = std::move(units);
+    c.peakBytes = memory->peakBytes;
+    c.hostPeakBytes = memory->hostPeakBytes;
+    c.stepSeconds = time->stepSeconds;
+    tried.push_back(c);
+    return c;
+  }
+
+  /// The unit boundaries of every threshold where they change: one choice
+  /// per partition, with the options' schedule and no saver.
+  FailureOr<SmallVector<SaverChoice>> partitions() {
+    SmallVector<SaverChoice> out;
+    std::set<std::vector<std::string>> seen;
+    for (int64_t threshold : thresholds(module)) {
+      SaverChoice c;
+      c.minNumParams = threshold;
+      c.backwardPrefetch = options.backwardPrefetch;
+      c.forwardPrefetch = options.forwardPrefetch;
+      c.limitAllGathers = options.limitAllGathers;
+      SmallVector<std::pair<int64_t, std::string>> units;
+      FailureOr<SaverChoice> e = evaluate(c, /*quiet=*/true, &units);
+      if (failed(e))
+        continue;
+      std::vector<std::string> names;
+      for (auto &u : units)
+        names.push_back(u.second);
+      llvm::sort(names);
+      if (seen.insert(names).second)
+        out.push_back(*e);
+      else
+        tried.pop_back(); // the same plan as a larger threshold's
+    }
+    return out;
+  }
+};
+
+bool sameExceptOffload(const SaverChoice &a, const SaverChoice &b) {
+  return a.minNumParams == b.minNumParams &&
+         a.backwardPrefetch == b.backwardPrefetch &&
+         a.forwardPrefetch == b.forwardPrefetch &&
+         a.limitAllGathers == b.limitAllGathers && a.checkpoint == b.checkpoint;
+}
+
+/// Faster first; at the same predicted time, the smaller peak.
+bool better(const SaverChoice &a, const SaverChoice &b) {
+  if (a.stepSeconds != b.stepSeconds)
+    return a.stepSeconds < b.stepSeconds;
+  return a.peakBytes < b.peakBytes;
+}
+
+} // namespace
+
+std::string fsdp::saverFlags(const SaverChoice &c) {
+  std::string out = "--auto-wrap size --min-num-params " +
+                    std::to_string(c.minNumParams) + " --backward-prefetch " +
+                    c.backwardPrefetch;
+  if (c.forwardPrefetch)
+    out += " --forward-prefetch";
+  out += " --limit-all-gathers " + std::to_string(c.limitAllGathers);
+  if (c.checkpoint == "units")
+    out += " --activation-checkpointing";
+  else if (!c.checkpoint.empty())
+    out += " --ac-class " + c.checkpoint;
+  auto quoted = [](const std::string &unit) {
+    return unit.empty() ? std::string("''") : unit;
+  };
+  for (const std::string &u : c.offloadOptimUnits)
+    out += " --offload-optim-unit " + quoted(u);
+  for (const std::string &u : c.offloadUnits)
+    out += " --offload-unit " + quoted(u);
+  return out;
+}
+
+FailureOr<SaverSearch>
+fsdp::chooseSaversUnderBudget(ModuleOp module,
+                              const FSDPPipelineOptions &options,
+                              int64_t budget, const MachineRates &machine) {
+  SaverSearcher s{module, options, machine, {}};
+  SaverSearch out;
+
+  // The options' own plan, no saver: what the choice is measured against.
+  // Compiled first and not quietly: an error here is the model's.
+  {
+    OwningOpRef<ModuleOp> copy = module.clone();
+    FSDPPipelineOptions plain;
+    plain.copyOptionValuesFrom(options);
+    plain.activationCheckpointing = false;
+    plain.acClasses.clear();
+    plain.acModules.clear();
+    PassManager pm(module.getContext(), ModuleOp::getOperationName());
+    buildShardedStepPipeline(pm, plain);
+    if (failed(pm.run(*copy)))
+      return failure();
+    auto step = copy->lookupSymbol<func::FuncOp>("train_step");
+    if (!step)
+      return module.emitError("--memory-budget needs a training step "
+                              "(--loss) to predict");
+    FailureOr<MemoryPrediction> memory = predictMemory(*copy, step);
+    FailureOr<TimePrediction> time = predictTime(*copy, step, machine);
+    if (failed(memory) || failed(time))
+      return failure();
+    out.baseline.backwardPrefetch = options.backwardPrefetch;
+    out.baseline.forwardPrefetch = options.forwardPrefetch;
+    out.baseline.limitAllGathers = options.limitAllGathers;
+    out.baseline.peakBytes = memory->peakBytes;
+    out.baseline.hostPeakBytes = memory->hostPeakBytes;
+    out.baseline.stepSeconds = time->stepSeconds;
+    for (FlatParamOp flat : copy->getOps<FlatParamOp>()) {
+      (void)flat;
+      ++out.baseline.units;
+    }
+  }
+
+  FailureOr<SmallVector<SaverChoice>> parts = s.partitions();
+  if (failed(parts))
+    return failure();
+  // The schedules: FSDP's defaults, then each mode that changes what is
+  // gathered when.
+  struct Schedule {
+    std::string backward;
+    bool forward;
+    int64_t limit;
+  };
+  SmallVector<Schedule> schedules = {
+      {options.backwardPrefetch, options.forwardPrefetch,
+       options.limitAllGathers}};
+  for (Schedule k : {Schedule{"BACKWARD_PRE", false, 2},
+                     Schedule{"BACKWARD_PRE", true, 2},
+                     Schedule{"BACKWARD_POST", false, 2},
+                     Schedule{"NO_PREFETCH", false, 2},
+                     Schedule{"BACKWARD_PRE", false, 1}})
+    if (llvm::none_of(schedules, [&](const Schedule &h) {
+          return h.backward == k.backward && h.forward == k.forward &&
+                 h.limit == k.limit;
+        }))
+      schedules.push_back(k);
+  SmallVector<std::string> checkpoints = {"", "units"};
+  for (std::string &cls : checkpointClasses(module))
+    checkpoints.push_back(cls);
+
+  for (const SaverChoice &part : *parts)
+    for (const Schedule &k : schedules)
+      for (const std::string &cp : checkpoints) {
+        bool first = k.backward == schedules[0].backward &&
+                     k.forward == schedules[0].forward &&
+                     k.limit == schedules[0].limit && cp.empty();
+        if (first)
+          continue; // partitions() compiled it
+        if (cp == "units" && part.units < 2)
+          continue; // the root is the only unit
+        SaverChoice c = part;
+        c.backwardPrefetch = k.backward;
+        c.forwardPrefetch = k.forward;
+        c.limitAllGathers = k.limit;
+        c.checkpoint = cp;
+        (void)s.evaluate(c, /*quiet=*/true);
+      }
+
+  auto fitting = [&] {
+    SmallVector<SaverChoice> fit;
+    for (const SaverChoice &c : s.tried)
+      if (c.peakBytes <= budget)
+        fit.push_back(c);
+    llvm::stable_sort(fit, better);
+    return fit;
+  };
+  SmallVector<SaverChoice> fit = fitting();
+
+  // Nothing fits on the device alone: CPU offload on the plans with the
+  // smallest peaks, the largest units' optimizer state first, then their
+  // parameters, as little as fits.
+  if (fit.empty()) {
+    SmallVector<SaverChoice> smallest(s.tried.begin(), s.tried.end());
+    llvm::stable_sort(smallest, [](const SaverChoice &a, const SaverChoice &b) {
+      return a.peakBytes < b.peakBytes;
+    });
+    smallest.resize(std::min<size_t>(smallest.size(), 3));
+    for (const SaverChoice &base : smallest) {
+      SmallVector<std::pair<int64_t, std::string>> units;
+      if (failed(s.evaluate(base, /*quiet=*/true, &units)))
+        continue;
+      s.tried.pop_back(); // evaluated again for its units only
+      std::vector<std::string> names;
+      for (auto &u : units)
+        names.push_back(u.second);
+      bool found = false;
+      for (size_t k = 1; k <= names.size() && !found; ++k) {
+        SaverChoice c = base;
+        c.offloadOptimUnits.assign(names.begin(), names.begin() + k);
+        FailureOr<SaverChoice> e = s.evaluate(c, /*quiet=*/true);
+        found = succeeded(e) && e->peakBytes <= budget;
+      }
+      for (size_t k = 1; k <= names.size() && !found; ++k) {
+        SaverChoice c = base;
+        c.offloadUnits.assign(names.begin(), names.begin() + k);
+        c.offloadOptimUnits.assign(names.begin() + k, names.end());
+        FailureOr<SaverChoice> e = s.evaluate(c, /*quiet=*/true);
+        found = succeeded(e) && e->peakBytes <= budget;
+      }
+    }
+    fit = fitting();
+  }
+  out.tried = static_cast<int64_t>(s.tried.size()) + 1;
+
+  if (fit.empty()) {
+    const SaverChoice *least = nullptr;
+    for (const SaverChoice &c : s.tried)
+      if (!least || c.peakBytes < least->peakBytes)
+        least = &c;
+    InFlightDiagnostic diag =
+        module.emitError("nothing fits --memory-budget ")
+        << formatBytes(budget) << " (" << budget << " bytes)";
+    if (least)
+      diag << ": the smallest predicted peak is "
+           << formatBytes(least->peakBytes) << " (" << least->peakBytes
+           << " bytes), with " << saverFlags(*least);
+    diag << "; " << out.tried << " plans tried";
+    return diag;
+  }
+  out.chosen = fit.front();
+  out.fitting = static_cast<int64_t>(fit.size());
+  // The runner-up: the fastest plan with other units, checkpointing or
+  // offload (another schedule alone is a detail of the same choice).
+  for (const SaverChoice &c : llvm::drop_begin(fit))
+    if (c.units != out.chosen.units ||
+        c.minNumParams != out.chosen.minNumParams ||
+        c.checkpoint != out.chosen.checkpoint ||
+        c.offloadUnits != out.chosen.offloadUnits ||
+        c.offloadOptimUnits != out.chosen.offloadOptimUnits) {
+      out.runnerUp = c;
+      break;
+    }
+  // What the chosen plan's checkpointing and offload buy.
+  for (const SaverChoice &c : s.tried) {
+    bool noOffload = c.offloadUnits.empty() && c.offloadOptimUnits.empty();
+    if (!out.chosen.checkpoint.empty() && c.checkpoint.empty() &&
+        c.minNumParams == out.chosen.minNumParams &&
+        c.backwardPrefetch == out.chosen.backwardPrefetch &&
+        c.forwardPrefetch == out.chosen.forwardPrefetch &&
+        c.limitAllGathers == out.chosen.limitAllGathers &&
+        c.offloadUnits == out.chosen.offloadUnits &&
+        c.offloadOptimUnits == out.chosen.offloadOptimUnits)
+      out.withoutCheckpoint = c;
+    if ((!out.chosen.offloadUnits.empty() ||
+         !out.chosen.offloadOptimUnits.empty()) &&
+        noOffload && sameExceptOffload(c, out.chosen))
+      out.withoutOffload = c;
+  }
+  if (!out.chosen.checkpoint.empty() && !out.withoutCheckpoint) {
+    SaverChoice c = out.chosen;
+    c.checkpoint.clear();
+    FailureOr<SaverChoice> e = s.evaluate(c, /*quiet=*/true);
+    if (succeeded(e))
+      out.withoutCheckpoint = *e;
+  }
+  return out;
 }

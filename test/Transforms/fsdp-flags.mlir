@@ -23,6 +23,11 @@
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --limit-reductions -1 2>&1 | FileCheck %s --check-prefix=REDUCTIONS
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap budget 2>&1 | FileCheck %s --check-prefix=NOBUDGET
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap size --memory-budget 1GiB 2>&1 | FileCheck %s --check-prefix=BUDGETPOLICY
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap size --memory-budget 1GiB --savers none 2>&1 | FileCheck %s --check-prefix=BUDGETNONE
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --memory-budget 1GiB --ac-class Block 2>&1 | FileCheck %s --check-prefix=SAVERSAC
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --savers auto 2>&1 | FileCheck %s --check-prefix=SAVERSNOBUDGET
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --savers some --memory-budget 1GiB 2>&1 | FileCheck %s --check-prefix=SAVERSVALUE
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --savers auto --offload auto --memory-budget 1GiB 2>&1 | FileCheck %s --check-prefix=SAVERSONE
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --offload auto 2>&1 | FileCheck %s --check-prefix=OFFLOADNOBUDGET
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --offload auto --auto-wrap budget --memory-budget 1MiB 2>&1 | FileCheck %s --check-prefix=TWOBUDGETS
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --offload some 2>&1 | FileCheck %s --check-prefix=OFFLOADVALUE
@@ -47,7 +52,12 @@
 // GROUP: error: --shard-group-size applies to HYBRID_SHARD, not FULL_SHARD
 // POLICY: error: --auto-wrap transformer: expected size, class, modules, budget or none
 // NOBUDGET: error: --auto-wrap budget needs --memory-budget SIZE (the most bytes a rank may hold during a step)
-// BUDGETPOLICY: error: --memory-budget applies to --auto-wrap budget or --offload auto, not --auto-wrap size
+// BUDGETPOLICY: error: --auto-wrap: --memory-budget chooses it (--savers auto); drop it, or give --savers none with --auto-wrap budget or --offload auto to choose one saver alone
+// BUDGETNONE: error: --memory-budget with --savers none applies to --auto-wrap budget or --offload auto, not --auto-wrap size
+// SAVERSAC: error: --ac-class: --memory-budget chooses it (--savers auto)
+// SAVERSNOBUDGET: error: --savers auto needs --memory-budget SIZE (the most bytes a rank may hold during a step)
+// SAVERSVALUE: error: --savers some: expected auto or none
+// SAVERSONE: error: --savers auto chooses every saver; --offload auto chooses one alone: use one
 // OFFLOADNOBUDGET: error: --offload auto needs --memory-budget SIZE (the most bytes a rank may hold during a step)
 // TWOBUDGETS: error: --auto-wrap budget and --offload auto both choose under --memory-budget: use one
 // OFFLOADVALUE: error: --offload some: expected none, params or auto

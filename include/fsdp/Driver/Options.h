@@ -57,6 +57,9 @@ struct FSDPSettings {
   int64_t memoryBudget = 0; // --auto-wrap budget, --offload auto
   std::string stateDictType; // the file's fsdp_state_dict_type, if any
   std::optional<BudgetChoice> budgetChoice; // what it chose
+  /// --savers auto (--memory-budget alone): every saver chosen together.
+  bool saversAuto = false;
+  std::optional<SaverSearch> saverSearch; // what it chose
 };
 
 /// Flags whose value is not a setting as is: resolveOptions reads them.
@@ -66,6 +69,7 @@ struct RawFlags {
   std::string paramDtype, reduceDtype, bufferDtype;
   std::string offload;
   std::string memoryBudget;
+  std::string savers;
 };
 
 enum class EmitKind { MLIR, Plan };
