@@ -3,6 +3,7 @@
 #include "fsdp/Analysis/CostModel.h"
 
 #include "fsdp/Analysis/MemoryModel.h"
+#include "fsdp/Analysis/StepAnalysis.h"
 #include "fsdp/Dialect/ATen/IR/ATenDialect.h"
 #include "fsdp/Dialect/ATen/IR/OpTable.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
@@ -29,7 +30,8 @@ namespace {
 double MachineRates::*const kRateFields[] = {
     &MachineRates::matmulFlopsPerSec,     &MachineRates::matmulHalfFlopsPerSec,
     &MachineRates::convFlopsPerSec,
-    &MachineRates::memoryBytesPerSec,     &MachineRates::opOverheadSec,
+    &MachineRates::memoryBytesPerSec,     &MachineRates::hostMemoryBytesPerSec,
+    &MachineRates::opOverheadSec,
     &MachineRates::collectiveBytesPerSec, &MachineRates::collectiveLatencySec,
     &MachineRates::copyBytesPerSec,
 };
@@ -39,14 +41,16 @@ static_assert(std::size(kRateFields) == std::size(machine::kRateKeys),
 MachineRates builtinCPU() {
   // `fsdp-opt --calibrate` on the project's 2-core Debian 12 machine (the
   // one CI runs on), 2 ranks: what each rank gets while both compute (the
-  // medians of three calibrations, which vary by 2x between runs there).
+  // medians of three calibrations, which vary by 2x between runs there;
+  // the memory rate of two, streaming 64 MiB).
   MachineRates m;
   m.name = "cpu";
   m.ranks = 2;
   m.matmulFlopsPerSec = 2.5e10;
   m.matmulHalfFlopsPerSec = 5.0e10;
   m.convFlopsPerSec = 1.4e10;
-  m.memoryBytesPerSec = 6.8e9;
+  m.memoryBytesPerSec = 4.1e9;
+  m.hostMemoryBytesPerSec = 4.1e9;
   m.opOverheadSec = 1.7e-6;
   m.collectiveBytesPerSec = 4.9e8;
   m.collectiveLatencySec = 4.4e-4;
@@ -68,6 +72,9 @@ MachineRates builtinH100() {
   m.matmulHalfFlopsPerSec = 0.6 * 989e12;
   m.convFlopsPerSec = 0.5 * 67e12;
   m.memoryBytesPerSec = 0.8 * 3.35e12;
+  // The host's DDR5, for the offloaded optimizer: about 30 GB/s for one
+  // process's element-wise kernels.
+  m.hostMemoryBytesPerSec = 30e9;
   m.opOverheadSec = 5e-6;
   m.collectiveBytesPerSec = 0.7 * 450e9;
   m.collectiveLatencySec = 2e-5;
@@ -247,6 +254,7 @@ struct Timeline {
   const MachineRates &m;
   int64_t worldSize = 1, shardGroupSize = 1;
   TimePrediction out;
+  llvm::DenseSet<Value> host; // values in host memory (CPU offload)
   double now = 0;      // the computation's clock
   double comms = 0;    // the collectives' clock
   llvm::DenseMap<Value, double> done; // a future's completion
@@ -273,6 +281,14 @@ struct Timeline {
   double call(aten::CallOp call) {
     if (aten::hasFact(call.getOverload(), aten::OpFact::View))
       return compute(m.opOverheadSec);
+    if (llvm::any_of(call.getOperands(),
+                     [&](Value v) { return host.contains(v); })) {
+      // On host memory: the offloaded optimizer's element-wise step.
+      double bytes = tensorBytesOf(call.getOperands()) +
+                     tensorBytesOf(call.getResults());
+      out.kernelBytes += bytes;
+      return compute(m.opOverheadSec + bytes / m.hostMemoryBytesPerSec);
+    }
     double flops = matrixFlops(call);
     double bytes = tensorBytesOf(call.getOperands()) +
                    tensorBytesOf(call.getResults());
@@ -372,6 +388,7 @@ FailureOr<TimePrediction> fsdp::predictTime(ModuleOp module,
            << t.shardGroupSize << " does not divide the world size "
            << t.worldSize;
   Block &body = step.getBody().front();
+  t.host = hostValues(body);
   Operation *terminator = body.getTerminator();
   for (Operation &op : body) {
     if (&op == terminator)

@@ -13,6 +13,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <limits>
+#include <map>
 #include <set>
 
 using namespace mlir;
@@ -272,6 +273,8 @@ struct SaverSearcher {
   const FSDPPipelineOptions &options;
   const MachineRates &machine;
   std::vector<SaverChoice> tried;
+  /// Each partition's units, largest first, by its threshold.
+  std::map<int64_t, std::vector<std::string>> unitsOf;
 
   /// Compiles and predicts `c`; its units (largest first) in `unitsOut`.
   /// `quiet`: a candidate the pipeline refuses is not an error, only not a
@@ -350,8 +353,13 @@ struct SaverSearcher {
       for (auto &u : units)
         names.push_back(u.second);
       llvm::sort(names);
-      if (seen.insert(names).second)
+      std::vector<std::string> largestFirst;
+      for (auto &u : units)
+        largestFirst.push_back(u.second);
+      if (seen.insert(names).second) {
         out.push_back(*e);
+        unitsOf[threshold] = std::move(largestFirst);
+      }
       else
         tried.pop_back(); // the same plan as a larger threshold's
     }
@@ -481,6 +489,24 @@ fsdp::chooseSaversUnderBudget(ModuleOp module,
         (void)s.evaluate(c, /*quiet=*/true);
       }
 
+  // CPU offload beside every partition and checkpointing, with the
+  // options' schedule: every unit's optimizer state, then everything
+  // (FSDP's offload_params). Where copies are cheap (CPU ranks, a fast
+  // host link) offload can beat more units or more recomputation.
+  for (const SaverChoice &part : *parts)
+    for (const std::string &cp : checkpoints) {
+      if (cp == "units" && part.units < 2)
+        continue;
+      const std::vector<std::string> &names = s.unitsOf[part.minNumParams];
+      SaverChoice c = part;
+      c.checkpoint = cp;
+      c.offloadOptimUnits = names;
+      (void)s.evaluate(c, /*quiet=*/true);
+      c.offloadOptimUnits.clear();
+      c.offloadUnits = names;
+      (void)s.evaluate(c, /*quiet=*/true);
+    }
+
   auto fitting = [&] {
     SmallVector<SaverChoice> fit;
     for (const SaverChoice &c : s.tried)
@@ -489,13 +515,19 @@ fsdp::chooseSaversUnderBudget(ModuleOp module,
     llvm::stable_sort(fit, better);
     return fit;
   };
-  SmallVector<SaverChoice> fit = fitting();
-
+  auto offloads = [](const SaverChoice &c) {
+    return !c.offloadUnits.empty() || !c.offloadOptimUnits.empty();
+  };
   // Nothing fits on the device alone: CPU offload on the plans with the
   // smallest peaks, the largest units' optimizer state first, then their
   // parameters, as little as fits.
-  if (fit.empty()) {
-    SmallVector<SaverChoice> smallest(s.tried.begin(), s.tried.end());
+  if (llvm::none_of(s.tried, [&](const SaverChoice &c) {
+        return !offloads(c) && c.peakBytes <= budget;
+      })) {
+    SmallVector<SaverChoice> smallest;
+    for (const SaverChoice &c : s.tried)
+      if (!offloads(c))
+        smallest.push_back(c);
     llvm::stable_sort(smallest, [](const SaverChoice &a, const SaverChoice &b) {
       return a.peakBytes < b.peakBytes;
     });
@@ -523,8 +555,8 @@ fsdp::chooseSaversUnderBudget(ModuleOp module,
         found = succeeded(e) && e->peakBytes <= budget;
       }
     }
-    fit = fitting();
   }
+  SmallVector<SaverChoice> fit = fitting();
   out.tried = static_cast<int64_t>(s.tried.size()) + 1;
 
   if (fit.empty()) {

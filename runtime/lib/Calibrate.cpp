@@ -164,11 +164,37 @@ int calibrateMachine(const RunOptions &o, const RankInfo &info,
   // elements, each reading the last, run by the executor.
   double overhead = perInstruction(c, device, o.calibrate, 1000);
 
-  // Memory: an add of 4 MiB float32 tensors reads 8 MiB and writes 4.
+  // Memory: adds of 4 MiB float32 tensors (each reads 8 MiB and writes 4),
+  // in turn over 8 pairs, 64 MiB: a step streams through more tensors than
+  // the caches hold.
   const int64_t big = int64_t(1) << 20;
-  at::Tensor x = at::randn({big}, options), y = at::randn({big}, options);
-  double sum = c.perCall(20, [&] { (void)at::add(x, y); });
+  std::vector<at::Tensor> xs, ys;
+  for (int k = 0; k < 8; ++k) {
+    xs.push_back(at::randn({big}, options));
+    ys.push_back(at::randn({big}, options));
+  }
+  int turn = 0;
+  double sum = c.perCall(24, [&] {
+    (void)at::add(xs[turn % 8], ys[turn % 8]);
+    ++turn;
+  });
   const double addBytes = 3.0 * 4 * big;
+  at::Tensor x = xs[0];
+
+  // The same on host memory (the offloaded optimizer's), where the device
+  // is a GPU.
+  double hostSum = sum;
+  if (device.is_cuda()) {
+    std::vector<at::Tensor> hx, hy;
+    for (int k = 0; k < 8; ++k) {
+      hx.push_back(xs[k].cpu());
+      hy.push_back(ys[k].cpu());
+    }
+    hostSum = c.perCall(24, [&] {
+      (void)at::add(hx[turn % 8], hy[turn % 8]);
+      ++turn;
+    });
+  }
 
   // Copies between device and host: CPU offload's.
   at::Tensor host = x.cpu();
@@ -209,6 +235,8 @@ int calibrateMachine(const RunOptions &o, const RankInfo &info,
       {"matmul_half_flops_per_s", c.mean(productFlops / mmHalf)},
       {"conv_flops_per_s", c.mean(convFlops / conv)},
       {"memory_bytes_per_s", c.mean(addBytes / std::max(sum - overhead, 1e-9))},
+      {"host_memory_bytes_per_s",
+       c.mean(addBytes / std::max(hostSum - overhead, 1e-9))},
       {"op_overhead_s", c.mean(overhead)},
       {"collective_bytes_per_s", c.mean(bandwidth)},
       {"collective_latency_s", c.mean(latency)},

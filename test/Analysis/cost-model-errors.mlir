@@ -9,7 +9,7 @@
 // RUN: echo '{"fsdp_machine_version": 2}' > %t/version.json
 // RUN: not fsdp-opt %s --fsdp-memory-report=machine=%t/version.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=VERSION
 // VERSION: error: machine file '{{.*}}version.json': 'fsdp_machine_version' is not 1
-// RUN: echo '{"fsdp_machine_version": 1, "machine": "m", "ranks": 2, "matmul_flops_per_s": 100, "matmul_half_flops_per_s": 1000, "conv_flops_per_s": 100, "memory_bytes_per_s": -5, "op_overhead_s": 0.001, "collective_bytes_per_s": 1000, "collective_latency_s": 0.01, "copy_bytes_per_s": 1000, "collective_overlap": 1}' > %t/negative.json
+// RUN: echo '{"fsdp_machine_version": 1, "machine": "m", "ranks": 2, "matmul_flops_per_s": 100, "matmul_half_flops_per_s": 1000, "conv_flops_per_s": 100, "memory_bytes_per_s": -5, "host_memory_bytes_per_s": 1000, "op_overhead_s": 0.001, "collective_bytes_per_s": 1000, "collective_latency_s": 0.01, "copy_bytes_per_s": 1000, "collective_overlap": 1}' > %t/negative.json
 // RUN: not fsdp-opt %s --fsdp-memory-report=machine=%t/negative.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEGATIVE
 // NEGATIVE: error: machine file '{{.*}}negative.json': 'memory_bytes_per_s' (bytes an element-wise kernel reads and writes) is missing or not a positive number
 // RUN: sed 's/"memory_bytes_per_s": -5/"memory_bytes_per_s": 5/; s/"collective_overlap": 1/"collective_overlap": 2/' %t/negative.json > %t/overlap.json

@@ -2,7 +2,7 @@
 // from a machine file's rates, and the step's time with collectives that
 // overlap the computation (collective_overlap 1) and that do not (0).
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: echo '{"fsdp_machine_version": 1, "machine": "test", "ranks": 2, "matmul_flops_per_s": 100, "matmul_half_flops_per_s": 1000, "conv_flops_per_s": 100, "memory_bytes_per_s": 1000, "op_overhead_s": 0.001, "collective_bytes_per_s": 1000, "collective_latency_s": 0.01, "copy_bytes_per_s": 1000, "collective_overlap": 1}' > %t/overlap.json
+// RUN: echo '{"fsdp_machine_version": 1, "machine": "test", "ranks": 2, "matmul_flops_per_s": 100, "matmul_half_flops_per_s": 1000, "conv_flops_per_s": 100, "memory_bytes_per_s": 1000, "host_memory_bytes_per_s": 1000, "op_overhead_s": 0.001, "collective_bytes_per_s": 1000, "collective_latency_s": 0.01, "copy_bytes_per_s": 1000, "collective_overlap": 1}' > %t/overlap.json
 // RUN: sed 's/"collective_overlap": 1/"collective_overlap": 0/' %t/overlap.json > %t/serial.json
 // RUN: fsdp-opt %s --split-input-file --fsdp-memory-report=machine=%t/overlap.json -o /dev/null | FileCheck %s --check-prefix=OVERLAP
 // RUN: fsdp-opt %s --split-input-file --fsdp-memory-report=machine=%t/serial.json -o /dev/null | FileCheck %s --check-prefix=SERIAL

@@ -8,7 +8,8 @@
 // larger of its arithmetic (matrix products, convolutions and attention,
 // counted in floating-point operations at the machine's matrix rate for
 // their dtype) and the bytes it reads and writes (every tensor operand and
-// result, at the machine's memory rate). A view costs the overhead alone. A
+// result, at the machine's memory rate; a call on host memory, CPU offload's
+// optimizer step, at the host's). A view costs the overhead alone. A
 // collective moves (n-1)/n of its buffer in a group of n (twice for an
 // all-reduce) at the machine's collective rate, after a fixed latency; it
 // runs on a timeline of its own, overlapping the computation by the
@@ -40,7 +41,8 @@ struct MachineRates {
   int64_t ranks = 1;
   double matmulFlopsPerSec = 0, matmulHalfFlopsPerSec = 0;
   double convFlopsPerSec = 0;
-  double memoryBytesPerSec = 0, opOverheadSec = 0;
+  double memoryBytesPerSec = 0, hostMemoryBytesPerSec = 0;
+  double opOverheadSec = 0;
   double collectiveBytesPerSec = 0, collectiveLatencySec = 0;
   double copyBytesPerSec = 0;
   double collectiveOverlap = 0;

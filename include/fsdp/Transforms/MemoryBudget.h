@@ -102,9 +102,10 @@ struct SaverSearch {
 /// BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH; forward prefetch;
 /// limit_all_gathers 2 or 1), activation checkpointing (none, every unit,
 /// or every module of a class that has submodules and more than one
-/// module), and, where nothing fits without it, CPU offload of the
-/// smallest-peak plans' largest units' optimizer state and then parameters,
-/// so that the predicted peak fits `budget` with the smallest predicted step
+/// module), and CPU offload (every unit's optimizer state, or everything,
+/// beside each partition and checkpointing; and where nothing fits
+/// otherwise, as little as fits on the smallest-peak plans: the largest
+/// units' optimizer state, then their parameters), so that the predicted peak fits `budget` with the smallest predicted step
 /// time on `machine` (ties: the smaller peak). `module` is a differentiated
 /// step and is left unchanged; each candidate is a copy sharded with
 /// buildShardedStepPipeline. Fails with an error on `module` naming the

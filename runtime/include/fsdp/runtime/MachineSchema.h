@@ -31,6 +31,9 @@ inline constexpr RateKey kRateKeys[] = {
     {"conv_flops_per_s", "float32 convolutions (their own kernels: on a CPU "
                          "about half the matrix products' rate)"},
     {"memory_bytes_per_s", "bytes an element-wise kernel reads and writes"},
+    {"host_memory_bytes_per_s", "bytes an element-wise kernel on host "
+                                "memory reads and writes (the optimizer "
+                                "step of offloaded units)"},
     {"op_overhead_s", "the fixed cost of one kernel call (a boxed call "
                       "through the dispatcher, as fsdp-run makes it)"},
     {"collective_bytes_per_s", "bytes a rank sends and receives in a "
