@@ -268,6 +268,51 @@ SmallVector<std::string> checkpointClasses(ModuleOp module) {
   return out;
 }
 
+/// What one candidate's plan predicts.
+struct Predicted {
+  int64_t peakBytes = 0, hostPeakBytes = 0;
+  double stepSeconds = 0;
+  /// Its units' module paths, largest first.
+  SmallVector<std::pair<int64_t, std::string>> units;
+};
+
+/// Shards a copy of `module` with `options` and predicts its memory and
+/// time. `quiet`: the pipeline's diagnostics are held back (a candidate it
+/// refuses is only not a choice).
+FailureOr<Predicted> predictPlan(ModuleOp module,
+                                 const FSDPPipelineOptions &options,
+                                 const MachineRates &machine, bool quiet) {
+  OwningOpRef<ModuleOp> copy = module.clone();
+  std::optional<ScopedDiagnosticHandler> silence;
+  if (quiet)
+    silence.emplace(module.getContext(),
+                    [](Diagnostic &) { return success(); });
+  PassManager pm(module.getContext(), ModuleOp::getOperationName());
+  buildShardedStepPipeline(pm, options);
+  if (failed(pm.run(*copy)))
+    return failure();
+  auto step = copy->lookupSymbol<func::FuncOp>("train_step");
+  if (!step)
+    return module.emitError("--memory-budget needs a training step "
+                            "(--loss) to predict");
+  FailureOr<MemoryPrediction> memory = predictMemory(*copy, step);
+  if (failed(memory))
+    return failure();
+  FailureOr<TimePrediction> time = predictTime(*copy, step, machine);
+  if (failed(time))
+    return failure();
+  Predicted out;
+  out.peakBytes = memory->peakBytes;
+  out.hostPeakBytes = memory->hostPeakBytes;
+  out.stepSeconds = time->stepSeconds;
+  for (FlatParamOp flat : copy->getOps<FlatParamOp>())
+    out.units.push_back({flat.getPaddedNumel(), flat.getModulePath().str()});
+  llvm::stable_sort(out.units, [](const auto &a, const auto &b) {
+    return a.first > b.first;
+  });
+  return out;
+}
+
 struct SaverSearcher {
   ModuleOp module;
   const FSDPPipelineOptions &options;
@@ -282,7 +327,6 @@ struct SaverSearcher {
   FailureOr<SaverChoice>
   evaluate(SaverChoice c, bool quiet,
            SmallVector<std::pair<int64_t, std::string>> *unitsOut = nullptr) {
-    OwningOpRef<ModuleOp> copy = module.clone();
     FSDPPipelineOptions candidate;
     candidate.copyOptionValuesFrom(options);
     candidate.autoWrap = "size";
@@ -298,38 +342,15 @@ struct SaverSearcher {
     candidate.offloadParams = false;
     candidate.offloadUnits = c.offloadUnits;
     candidate.offloadOptimUnits = c.offloadOptimUnits;
-    std::optional<ScopedDiagnosticHandler> silence;
-    if (quiet)
-      silence.emplace(module.getContext(),
-                      [](Diagnostic &) { return success(); });
-    PassManager pm(module.getContext(), ModuleOp::getOperationName());
-    buildShardedStepPipeline(pm, candidate);
-    if (failed(pm.run(*copy)))
+    FailureOr<Predicted> p = predictPlan(module, candidate, machine, quiet);
+    if (failed(p))
       return failure();
-    auto step = copy->lookupSymbol<func::FuncOp>("train_step");
-    if (!step)
-      return module.emitError("--memory-budget needs a training step "
-                              "(--loss) to predict");
-    FailureOr<MemoryPrediction> memory = predictMemory(*copy, step);
-    if (failed(memory))
-      return failure();
-    FailureOr<TimePrediction> time = predictTime(*copy, step, machine);
-    if (failed(time))
-      return failure();
-    c.units = 0;
-    SmallVector<std::pair<int64_t, std::string>> units;
-    for (FlatParamOp flat : copy->getOps<FlatParamOp>()) {
-      ++c.units;
-      units.push_back({flat.getPaddedNumel(), flat.getModulePath().str()});
-    }
-    llvm::stable_sort(units, [](const auto &a, const auto &b) {
-      return a.first > b.first;
-    });
+    c.units = static_cast<int64_t>(p->units.size());
+    c.peakBytes = p->peakBytes;
+    c.hostPeakBytes = p->hostPeakBytes;
+    c.stepSeconds = p->stepSeconds;
     if (unitsOut)
-      *unitsOut = std::move(units);
-    c.peakBytes = memory->peakBytes;
-    c.hostPeakBytes = memory->hostPeakBytes;
-    c.stepSeconds = time->stepSeconds;
+      *unitsOut = std::move(p->units);
     tried.push_back(c);
     return c;
   }
@@ -414,34 +435,24 @@ fsdp::chooseSaversUnderBudget(ModuleOp module,
   // The options' own plan, no saver: what the choice is measured against.
   // Compiled first and not quietly: an error here is the model's.
   {
-    OwningOpRef<ModuleOp> copy = module.clone();
     FSDPPipelineOptions plain;
     plain.copyOptionValuesFrom(options);
     plain.activationCheckpointing = false;
     plain.acClasses.clear();
     plain.acModules.clear();
-    PassManager pm(module.getContext(), ModuleOp::getOperationName());
-    buildShardedStepPipeline(pm, plain);
-    if (failed(pm.run(*copy)))
-      return failure();
-    auto step = copy->lookupSymbol<func::FuncOp>("train_step");
-    if (!step)
-      return module.emitError("--memory-budget needs a training step "
-                              "(--loss) to predict");
-    FailureOr<MemoryPrediction> memory = predictMemory(*copy, step);
-    FailureOr<TimePrediction> time = predictTime(*copy, step, machine);
-    if (failed(memory) || failed(time))
+    plain.offloadParams = false;
+    plain.offloadUnits.clear();
+    plain.offloadOptimUnits.clear();
+    FailureOr<Predicted> p = predictPlan(module, plain, machine, false);
+    if (failed(p))
       return failure();
     out.baseline.backwardPrefetch = options.backwardPrefetch;
     out.baseline.forwardPrefetch = options.forwardPrefetch;
     out.baseline.limitAllGathers = options.limitAllGathers;
-    out.baseline.peakBytes = memory->peakBytes;
-    out.baseline.hostPeakBytes = memory->hostPeakBytes;
-    out.baseline.stepSeconds = time->stepSeconds;
-    for (FlatParamOp flat : copy->getOps<FlatParamOp>()) {
-      (void)flat;
-      ++out.baseline.units;
-    }
+    out.baseline.peakBytes = p->peakBytes;
+    out.baseline.hostPeakBytes = p->hostPeakBytes;
+    out.baseline.stepSeconds = p->stepSeconds;
+    out.baseline.units = static_cast<int64_t>(p->units.size());
   }
 
   FailureOr<SmallVector<SaverChoice>> parts = s.partitions();
