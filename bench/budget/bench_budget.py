@@ -140,6 +140,8 @@ def chosen_summary(report):
                   lambda g: "offload " + str(len([u for u in g.group(1).split(",") if u]))
                   + " optim, " + str(len([u for u in g.group(2).split(",") if u])) + " params",
                   text)
+    # A class by its last component (models.GPTBlock: GPTBlock).
+    text = re.sub(r"every ([\w.]+\.)(\w+)", r"every \2", text)
     return text.replace("offload none", "no offload")
 
 
@@ -198,7 +200,9 @@ def main():
             print("|---:|---|---:|---:|---:|---:|---|---:|")
             rows = []
             for k in range(args.points):
-                budget = int(top * (bottom / top) ** (k / max(1, args.points - 1)))
+                # From the one down to the other, the last exactly the smallest.
+                budget = (bottom if k == args.points - 1 else
+                          int(top * (bottom / top) ** (k / max(1, args.points - 1))))
                 plan, rep, report = r.compile(model, ["--memory-budget", str(budget)])
                 if plan is None:
                     print(f"| {kib(budget)} | error: {report.strip().splitlines()[-1]} |")
