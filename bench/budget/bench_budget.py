@@ -42,9 +42,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench", "cost"))
 import torch  # noqa: E402
 
 import bench_cost  # noqa: E402
-import fsdp_export  # noqa: E402
 import models  # noqa: E402
-import train_parity  # noqa: E402
 
 # model -> (batch a rank, the block class a user wraps and checkpoints)
 MODELS = {"gpt": (4, "GPTBlock"), "resnet18": (8, "BasicBlock"), "gpt2": (4, "GPT2Block")}
@@ -59,29 +57,10 @@ def build(name, batch):
 
 def export(name, batch, tmp, steps, ranks):
     module, inputs = build(name, batch)
-    module.train()
-    with torch.no_grad():
-        out = train_parity.first(module(*inputs.values()))
-    gen = torch.Generator().manual_seed(1)
-    target = train_parity.target_for(out, "cross_entropy", gen)
     model = os.path.join(tmp, f"{name}.pt")
-    if name == "gpt2":
-        import hf_models  # transformers' causal mask, made traceable
-        with hf_models.traceable_masks():
-            fsdp_export.save(module, model, inputs, targets={"target": target})
-    else:
-        fsdp_export.save(module, model, inputs, targets={"target": target})
-    data = {}
-    for n, ex in inputs.items():
-        shape = (steps, ex.shape[0] * ranks) + tuple(ex.shape[1:])
-        if ex.dtype.is_floating_point:
-            data[n] = torch.randn(shape, generator=gen)
-        else:
-            data[n] = torch.randint(0, int(ex.max()) + 1, shape, generator=gen)
-    tgt = train_parity.target_for(out, "cross_entropy", gen, steps=steps)
-    data["target"] = tgt.repeat_interleave(ranks, dim=1) if ranks > 1 else tgt
+    out, gen = bench_cost.export(name, module, inputs, model)
     data_path = os.path.join(tmp, f"{name}.data.pt")
-    torch.save(data, data_path)
+    bench_cost.write_data(inputs, out, gen, steps, ranks, data_path)
     return model, data_path
 
 

@@ -76,6 +76,38 @@ def build(name, batch):
     return models.build(name, batch=batch, **kw)
 
 
+def export(name, module, inputs, path):
+    """Traces `module` (train mode) with a cross-entropy target to `path`;
+    returns its output on `inputs` and the generator the data continues
+    from."""
+    module.train()
+    with torch.no_grad():
+        out = train_parity.first(module(*inputs.values()))
+    gen = torch.Generator().manual_seed(1)
+    target = train_parity.target_for(out, "cross_entropy", gen)
+    if name == "gpt2":
+        import hf_models  # transformers' causal mask, made traceable
+        with hf_models.traceable_masks():
+            fsdp_export.save(module, path, inputs, targets={"target": target})
+    else:
+        fsdp_export.save(module, path, inputs, targets={"target": target})
+    return out, gen
+
+
+def write_data(inputs, out, gen, steps, ranks, path):
+    """`steps` batches of every rank's inputs and targets together."""
+    data = {}
+    for n, ex in inputs.items():
+        shape = (steps, ex.shape[0] * ranks) + tuple(ex.shape[1:])
+        if ex.dtype.is_floating_point:
+            data[n] = torch.randn(shape, generator=gen)
+        else:
+            data[n] = torch.randint(0, int(ex.max()) + 1, shape, generator=gen)
+    target = train_parity.target_for(out, "cross_entropy", gen, steps=steps)
+    data["target"] = target.repeat_interleave(ranks, dim=1) if ranks > 1 else target
+    torch.save(data, path)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -107,31 +139,12 @@ def main():
         for name in args.models:
             batch, min_params = CONFIGS[name]
             module, inputs = build(name, batch)
-            module.train()
-            with torch.no_grad():
-                out = train_parity.first(module(*inputs.values()))
-            gen = torch.Generator().manual_seed(1)
-            target = train_parity.target_for(out, "cross_entropy", gen)
             model = os.path.join(tmp, f"{name}.pt")
-            if name == "gpt2":
-                import hf_models  # transformers' causal mask, made traceable
-                with hf_models.traceable_masks():
-                    fsdp_export.save(module, model, inputs, targets={"target": target})
-            else:
-                fsdp_export.save(module, model, inputs, targets={"target": target})
+            out, gen = export(name, module, inputs, model)
             params = sum(q.numel() for q in train_parity.unique_parameters(module))
             for ranks in args.ranks:
-                data = {}
-                for n, ex in inputs.items():
-                    shape = (args.steps, ex.shape[0] * ranks) + tuple(ex.shape[1:])
-                    if ex.dtype.is_floating_point:
-                        data[n] = torch.randn(shape, generator=gen)
-                    else:
-                        data[n] = torch.randint(0, int(ex.max()) + 1, shape, generator=gen)
-                tgt = train_parity.target_for(out, "cross_entropy", gen, steps=args.steps)
-                data["target"] = tgt.repeat_interleave(ranks, dim=1) if ranks > 1 else tgt
                 data_path = os.path.join(tmp, f"{name}-{ranks}.data.pt")
-                torch.save(data, data_path)
+                write_data(inputs, out, gen, args.steps, ranks, data_path)
                 plan = os.path.join(tmp, f"{name}-{ranks}.plan")
                 report = os.path.join(tmp, f"{name}-{ranks}.json")
                 metrics = os.path.join(tmp, f"{name}-{ranks}.jsonl")

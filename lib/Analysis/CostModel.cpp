@@ -260,15 +260,7 @@ struct Timeline {
   llvm::DenseMap<Value, double> done; // a future's completion
 
   int groupSize(CommGroup group) const {
-    switch (group) {
-    case CommGroup::world:
-      return worldSize;
-    case CommGroup::shard:
-      return shardGroupSize;
-    case CommGroup::replicate:
-      return worldSize / shardGroupSize;
-    }
-    return 1;
+    return static_cast<int>(commGroupSize(group, worldSize, shardGroupSize));
   }
 
   /// Computation: `seconds` on the compute clock.

@@ -482,15 +482,7 @@ void Simulation::release(Value value) {
 }
 
 int Simulation::groupSize(CommGroup group) const {
-  switch (group) {
-  case CommGroup::world:
-    return worldSize;
-  case CommGroup::shard:
-    return shardGroupSize;
-  case CommGroup::replicate:
-    return worldSize / shardGroupSize;
-  }
-  return 1;
+  return static_cast<int>(commGroupSize(group, worldSize, shardGroupSize));
 }
 
 MemoryCategory Simulation::categoryOf(Operation *op, Value result) const {

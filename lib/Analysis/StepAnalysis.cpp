@@ -134,3 +134,16 @@ llvm::DenseSet<Value> fsdp::hostValues(Block &body) {
   }
   return host;
 }
+
+int64_t fsdp::commGroupSize(CommGroup group, int64_t worldSize,
+                            int64_t shardGroupSize) {
+  switch (group) {
+  case CommGroup::world:
+    return worldSize;
+  case CommGroup::shard:
+    return shardGroupSize;
+  case CommGroup::replicate:
+    return worldSize / shardGroupSize;
+  }
+  return 1;
+}

@@ -45,12 +45,7 @@ struct ActivationCheckpointing
 FailureOr<SmallVector<std::string>>
 ActivationCheckpointing::regions(ModuleOp module) {
   // The module tree: (path, class) in preorder.
-  SmallVector<std::pair<std::string, std::string>> tree;
-  if (auto modules = module->getAttrOfType<ArrayAttr>(kModulesAttr))
-    for (Attribute entry : modules)
-      if (auto pair = dyn_cast<ArrayAttr>(entry); pair && pair.size() == 2)
-        tree.push_back({cast<StringAttr>(pair[0]).getValue().str(),
-                        cast<StringAttr>(pair[1]).getValue().str()});
+  SmallVector<std::pair<std::string, std::string>> tree = moduleTree(module);
   llvm::StringSet<> chosen;
   if (allUnits) {
     bool anyUnit = false;

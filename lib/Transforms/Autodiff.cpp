@@ -43,6 +43,22 @@ bool fsdp::isWithinModule(StringRef path, StringRef ancestor) {
           path[ancestor.size()] == '.');
 }
 
+SmallVector<std::pair<std::string, std::string>>
+fsdp::moduleTree(ModuleOp module) {
+  SmallVector<std::pair<std::string, std::string>> tree;
+  if (auto modules = module->getAttrOfType<ArrayAttr>(kModulesAttr))
+    for (Attribute entry : modules) {
+      auto pair = dyn_cast<ArrayAttr>(entry);
+      if (!pair || pair.size() != 2)
+        continue;
+      auto path = dyn_cast<StringAttr>(pair[0]);
+      auto cls = dyn_cast<StringAttr>(pair[1]);
+      if (path && cls)
+        tree.push_back({path.str(), cls.str()});
+    }
+  return tree;
+}
+
 bool fsdp::moduleClassMatches(StringRef cls, StringRef name) {
   return cls == name || cls.rsplit('.').second == name;
 }

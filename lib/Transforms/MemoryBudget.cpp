@@ -243,12 +243,7 @@ namespace {
 /// Module classes worth checkpointing: those with submodules and more than
 /// one module (a model's blocks), in the order the model first has them.
 SmallVector<std::string> checkpointClasses(ModuleOp module) {
-  SmallVector<std::pair<std::string, std::string>> tree;
-  if (auto modules = module->getAttrOfType<ArrayAttr>(kModulesAttr))
-    for (Attribute entry : modules)
-      if (auto pair = dyn_cast<ArrayAttr>(entry); pair && pair.size() == 2)
-        tree.push_back({cast<StringAttr>(pair[0]).getValue().str(),
-                        cast<StringAttr>(pair[1]).getValue().str()});
+  SmallVector<std::pair<std::string, std::string>> tree = moduleTree(module);
   llvm::StringMap<int> count, composite;
   SmallVector<std::string> order;
   for (auto &[path, cls] : tree) {

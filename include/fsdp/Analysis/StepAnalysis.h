@@ -105,6 +105,11 @@ struct Gather {
 /// a replicated flat parameter (OSS, SHARDED_DDP), which feed its update.
 llvm::SmallVector<Gather> collectGathers(const StepOrder &order);
 
+/// How many ranks a collective over `group` spans: the world, a shard group
+/// of `shardGroupSize` ranks, or the replicas of a shard (world / shard).
+int64_t commGroupSize(CommGroup group, int64_t worldSize,
+                      int64_t shardGroupSize);
+
 /// CPU offload: whether the state symbol `name` (from `op`) lives in host
 /// memory (`fsdp.host`).
 bool isHostState(mlir::Operation *op, mlir::FlatSymbolRefAttr name);

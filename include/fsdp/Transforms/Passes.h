@@ -114,6 +114,11 @@ std::optional<std::string> modulePathOf(mlir::Operation *op);
 /// True if module `path` is `ancestor` or lies under it ("" is the root).
 bool isWithinModule(llvm::StringRef path, llvm::StringRef ancestor);
 
+/// The module tree the importer recorded (`fsdp.modules`): (path, class)
+/// per module, in preorder; entries that are not two strings are skipped.
+llvm::SmallVector<std::pair<std::string, std::string>>
+moduleTree(mlir::ModuleOp module);
+
 /// A class named NAME matches its full TorchScript name or its last
 /// component (`Block` for `models.Block`), as a user writes it.
 bool moduleClassMatches(llvm::StringRef cls, llvm::StringRef name);
