@@ -278,14 +278,12 @@ struct Timeline {
       // On host memory: the offloaded optimizer's element-wise step.
       double bytes = tensorBytesOf(call.getOperands()) +
                      tensorBytesOf(call.getResults());
-      out.kernelBytes += bytes;
       return compute(m.opOverheadSec + bytes / m.hostMemoryBytesPerSec);
     }
     double flops = matrixFlops(call);
     double bytes = tensorBytesOf(call.getOperands()) +
                    tensorBytesOf(call.getResults());
     out.flops += flops;
-    out.kernelBytes += bytes;
     // Convolutions at their own rate; half precision faster (or slower)
     // by what it does to matrix products.
     bool half = !call.getResults().empty() && isHalf(call.getResults()[0]);
@@ -305,7 +303,6 @@ struct Timeline {
       return 0;
     }
     double seconds = m.collectiveLatencySec + moved / m.collectiveBytesPerSec;
-    out.collectiveBytes += moved;
     out.collectiveSeconds += seconds;
     double start = std::max(now, comms);
     comms = start + seconds;
@@ -357,7 +354,6 @@ struct Timeline {
 
   double copy(Operation *op) {
     double bytes = tensorBytesOf(op->getResults());
-    out.kernelBytes += bytes;
     return compute(m.opOverheadSec + bytes / m.copyBytesPerSec);
   }
 };
@@ -392,7 +388,6 @@ FailureOr<TimePrediction> fsdp::predictTime(ModuleOp module,
               // libtorch's autograd for the long tail: its bytes.
               double bytes = tensorBytesOf(other->getOperands()) +
                              tensorBytesOf(other->getResults());
-              t.out.kernelBytes += bytes;
               return t.compute(machine.opOverheadSec +
                                bytes / machine.memoryBytesPerSec);
             })

@@ -265,7 +265,7 @@ SmallVector<std::string> checkpointClasses(ModuleOp module) {
 
 /// What one candidate's plan predicts.
 struct Predicted {
-  int64_t peakBytes = 0, hostPeakBytes = 0;
+  int64_t peakBytes = 0;
   double stepSeconds = 0;
   /// Its units' module paths, largest first.
   SmallVector<std::pair<int64_t, std::string>> units;
@@ -298,7 +298,6 @@ FailureOr<Predicted> predictPlan(ModuleOp module,
     return failure();
   Predicted out;
   out.peakBytes = memory->peakBytes;
-  out.hostPeakBytes = memory->hostPeakBytes;
   out.stepSeconds = time->stepSeconds;
   for (FlatParamOp flat : copy->getOps<FlatParamOp>())
     out.units.push_back({flat.getPaddedNumel(), flat.getModulePath().str()});
@@ -342,7 +341,6 @@ struct SaverSearcher {
       return failure();
     c.units = static_cast<int64_t>(p->units.size());
     c.peakBytes = p->peakBytes;
-    c.hostPeakBytes = p->hostPeakBytes;
     c.stepSeconds = p->stepSeconds;
     if (unitsOut)
       *unitsOut = std::move(p->units);
@@ -383,11 +381,16 @@ struct SaverSearcher {
   }
 };
 
-bool sameExceptOffload(const SaverChoice &a, const SaverChoice &b) {
+/// The same units and schedule.
+bool sameUnitsAndSchedule(const SaverChoice &a, const SaverChoice &b) {
   return a.minNumParams == b.minNumParams &&
          a.backwardPrefetch == b.backwardPrefetch &&
          a.forwardPrefetch == b.forwardPrefetch &&
-         a.limitAllGathers == b.limitAllGathers && a.checkpoint == b.checkpoint;
+         a.limitAllGathers == b.limitAllGathers;
+}
+
+bool offloads(const SaverChoice &c) {
+  return !c.offloadUnits.empty() || !c.offloadOptimUnits.empty();
 }
 
 /// Faster first; at the same predicted time, the smaller peak.
@@ -445,7 +448,6 @@ fsdp::chooseSaversUnderBudget(ModuleOp module,
     out.baseline.forwardPrefetch = options.forwardPrefetch;
     out.baseline.limitAllGathers = options.limitAllGathers;
     out.baseline.peakBytes = p->peakBytes;
-    out.baseline.hostPeakBytes = p->hostPeakBytes;
     out.baseline.stepSeconds = p->stepSeconds;
     out.baseline.units = static_cast<int64_t>(p->units.size());
   }
@@ -521,9 +523,6 @@ fsdp::chooseSaversUnderBudget(ModuleOp module,
     llvm::stable_sort(fit, better);
     return fit;
   };
-  auto offloads = [](const SaverChoice &c) {
-    return !c.offloadUnits.empty() || !c.offloadOptimUnits.empty();
-  };
   // Nothing fits on the device alone: CPU offload on the plans with the
   // smallest peaks, the largest units' optimizer state first, then their
   // parameters, as little as fits.
@@ -594,19 +593,15 @@ fsdp::chooseSaversUnderBudget(ModuleOp module,
       break;
     }
   // What the chosen plan's checkpointing and offload buy.
+  const SaverChoice &chosen = out.chosen;
   for (const SaverChoice &c : s.tried) {
-    bool noOffload = c.offloadUnits.empty() && c.offloadOptimUnits.empty();
-    if (!out.chosen.checkpoint.empty() && c.checkpoint.empty() &&
-        c.minNumParams == out.chosen.minNumParams &&
-        c.backwardPrefetch == out.chosen.backwardPrefetch &&
-        c.forwardPrefetch == out.chosen.forwardPrefetch &&
-        c.limitAllGathers == out.chosen.limitAllGathers &&
-        c.offloadUnits == out.chosen.offloadUnits &&
-        c.offloadOptimUnits == out.chosen.offloadOptimUnits)
+    if (!sameUnitsAndSchedule(c, chosen))
+      continue;
+    if (!chosen.checkpoint.empty() && c.checkpoint.empty() &&
+        c.offloadUnits == chosen.offloadUnits &&
+        c.offloadOptimUnits == chosen.offloadOptimUnits)
       out.withoutCheckpoint = c;
-    if ((!out.chosen.offloadUnits.empty() ||
-         !out.chosen.offloadOptimUnits.empty()) &&
-        noOffload && sameExceptOffload(c, out.chosen))
+    if (offloads(chosen) && !offloads(c) && c.checkpoint == chosen.checkpoint)
       out.withoutOffload = c;
   }
   if (!out.chosen.checkpoint.empty() && !out.withoutCheckpoint) {

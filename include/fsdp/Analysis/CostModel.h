@@ -64,9 +64,8 @@ struct TimePrediction {
   /// The computation alone (ATen calls and copies), the collectives alone
   /// (their own timeline), and the time the computation waited for them.
   double computeSeconds = 0, collectiveSeconds = 0, exposedSeconds = 0;
-  /// Floating-point operations of the matrix products, bytes the kernels
-  /// moved, bytes the collectives moved.
-  double flops = 0, kernelBytes = 0, collectiveBytes = 0;
+  /// Floating-point operations of the matrix products.
+  double flops = 0;
   /// The predicted time of each instruction (a collective's: its own
   /// timeline's), in plan order.
   llvm::SmallVector<double> instructionSeconds;

@@ -76,7 +76,7 @@ struct SaverChoice {
   /// CPU offload: the units whose optimizer state, and those whose
   /// parameters, live on the host.
   std::vector<std::string> offloadOptimUnits, offloadUnits;
-  int64_t peakBytes = 0, hostPeakBytes = 0;
+  int64_t peakBytes = 0;
   double stepSeconds = 0;
 };
 
