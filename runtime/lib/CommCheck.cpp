@@ -85,7 +85,9 @@ int checkCommunicator(const RunOptions &o, const RankInfo &info,
   const bool perturbed = perturb && *perturb && std::atoi(perturb) == rank;
   auto sent = [&](int salt, at::IntArrayRef shape, at::ScalarType dtype) {
     at::Tensor t = inputOf(rank, salt, shape, dtype);
-    if (perturbed)
+    if (perturbed && dtype == at::kBool)
+      t.view({-1})[0].logical_not_();
+    else if (perturbed)
       t.view({-1})[0].add_(1);
     return t.to(device);
   };
@@ -181,6 +183,85 @@ int checkCommunicator(const RunOptions &o, const RankInfo &info,
                  (mean ? " mean" : " sum"),
              matches(got, want, world));
     }
+
+  // The other dtypes a plan may move: gathers of any dtype (NCCL moves
+  // what it has no type for as bytes), sums of complex numbers (as pairs
+  // of reals), bytes and 64-bit integers, and a 0-dim tensor's gather.
+  {
+    ++salt;
+    std::vector<int> members = membersOf(CommGroup::World, rank, world, shard);
+    const int n = world;
+    auto gathered = [&](at::ScalarType dtype, at::IntArrayRef shape) {
+      std::vector<at::Tensor> parts;
+      for (int m : members)
+        parts.push_back(inputOf(m, salt, shape, dtype).reshape(
+            shape.empty() ? at::IntArrayRef{1} : shape));
+      at::Tensor got =
+          comm->allGather(sent(salt, shape, dtype), CommGroup::World)->wait();
+      return got.cpu().equal(at::cat(parts));
+    };
+    for (at::ScalarType dtype : {at::kShort, at::kBool, at::kByte, at::kLong})
+      report(std::string("all_gather world ") + dtypeName(dtype),
+             gathered(dtype, {4, 3}));
+    report("all_gather world 0-dim f32", gathered(at::kFloat, {}));
+    // Complex: real and imaginary parts from different salts.
+    auto complexOf = [&](int r, int s, at::IntArrayRef shape) {
+      return at::complex(inputOf(r, s, shape, at::kFloat),
+                         inputOf(r, s + 1, shape, at::kFloat));
+    };
+    auto sentComplex = [&](int s, at::IntArrayRef shape) {
+      at::Tensor t = complexOf(rank, s, shape);
+      if (perturbed)
+        at::view_as_real(t).view({-1})[0].add_(1);
+      return t.to(device);
+    };
+    {
+      std::vector<at::Tensor> parts;
+      for (int m : members)
+        parts.push_back(complexOf(m, salt, {4, 3}));
+      at::Tensor got =
+          comm->allGather(sentComplex(salt, {4, 3}), CommGroup::World)->wait();
+      report("all_gather world c64", got.cpu().equal(at::cat(parts)));
+    }
+    for (bool mean : {false, true}) {
+      at::Tensor want = at::zeros({5, 3}, at::kComplexDouble);
+      for (int m : members) {
+        at::Tensor x = complexOf(m, salt, {5, 3}).to(at::kComplexDouble);
+        want += mean ? x / n : x;
+      }
+      at::Tensor got = comm->allReduce(sentComplex(salt, {5, 3}),
+                                       CommGroup::World, mean)
+                           ->wait();
+      report(std::string("all_reduce world c64") + (mean ? " mean" : " sum"),
+             got.scalar_type() == at::kComplexFloat &&
+                 matches(at::view_as_real(got.cpu()),
+                         at::view_as_real(want), n));
+    }
+    {
+      int index = comm->groupRank(CommGroup::World);
+      at::Tensor want = at::zeros({7}, at::kComplexDouble);
+      for (int m : members)
+        want += complexOf(m, salt, {7 * n}).to(at::kComplexDouble).chunk(n)[index];
+      at::Tensor got = comm->reduceScatter(sentComplex(salt, {7 * n}),
+                                           CommGroup::World, false)
+                           ->wait();
+      report("reduce_scatter world c64 sum",
+             got.scalar_type() == at::kComplexFloat &&
+                 matches(at::view_as_real(got.cpu()),
+                         at::view_as_real(want), n));
+    }
+    for (at::ScalarType dtype : {at::kByte, at::kLong}) {
+      // Bytes wrap around as torch's uint8 addition does.
+      at::Tensor want = at::zeros({5, 3}, dtype);
+      for (int m : members)
+        want += inputOf(m, salt, {5, 3}, dtype);
+      at::Tensor got =
+          comm->allReduce(sent(salt, {5, 3}, dtype), CommGroup::World, false)
+              ->wait();
+      report(std::string("all_reduce world ") + dtypeName(dtype) + " sum",
+             got.cpu().equal(want));
+    }
+  }
 
   // Empty tensors (a unit whose parameters have no elements): every
   // collective completes with an empty result of the right shape.

@@ -54,7 +54,7 @@ public:
   int groupSize(CommGroup) const override { return 1; }
   std::unique_ptr<Pending> allGather(const at::Tensor &shard,
                                      CommGroup) override {
-    return std::make_unique<Ready>(shard.clone());
+    return gatheredAlone(shard);
   }
   std::unique_ptr<Pending> reduceScatter(const at::Tensor &full, CommGroup,
                                          bool) override {
@@ -81,6 +81,11 @@ private:
 
 std::unique_ptr<Pending> completed(at::Tensor result) {
   return std::make_unique<Ready>(std::move(result));
+}
+
+std::unique_ptr<Pending> gatheredAlone(const at::Tensor &shard) {
+  return completed(shard.dim() == 0 ? shard.reshape({1}).clone()
+                                    : shard.clone());
 }
 
 std::unique_ptr<Communicator> createSingleRankCommunicator(c10::Device device) {

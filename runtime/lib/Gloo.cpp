@@ -1,6 +1,7 @@
 //===- Gloo.cpp - collectives between CPU ranks over c10d's Gloo ----------===//
 
 #include "fsdp/runtime/Communicator.h"
+#include "fsdp/runtime/Device.h"
 #include "fsdp/runtime/Rendezvous.h"
 
 #ifdef FSDP_RUNTIME_GLOO
@@ -18,12 +19,27 @@ namespace fsdp::runtime {
 #ifdef FSDP_RUNTIME_GLOO
 namespace {
 
-/// What Gloo moves for `t`: the tensor itself, or for a dtype this Gloo may
-/// not know (bf16: libtorch 1.13's Gloo has none), the same bytes as a
-/// 16-bit type it knows (f16). Gathers and all-to-alls only move bytes;
-/// sums are computed here, in `t`'s own type.
+/// What Gloo moves for `t` (at least 1-dim, its last dimension
+/// contiguous): the tensor itself, or for a dtype Gloo may not know the
+/// same bytes as a type it knows (bf16 as f16, which libtorch 1.13's Gloo
+/// lacked; complex, bool, int16 and the wider unsigned types as bytes).
+/// Gathers and all-to-alls only move bytes; sums are computed here, in
+/// `t`'s own type.
 at::Tensor asSent(const at::Tensor &t) {
-  return t.scalar_type() == at::kBFloat16 ? t.view(at::kHalf) : t;
+  switch (t.scalar_type()) {
+  case at::kFloat:
+  case at::kDouble:
+  case at::kHalf:
+  case at::kChar:
+  case at::kByte:
+  case at::kInt:
+  case at::kLong:
+    return t;
+  case at::kBFloat16:
+    return t.view(at::kHalf);
+  default:
+    return t.view(at::kByte);
+  }
 }
 
 /// A c10d work whose result is computed from its buffers once complete.
@@ -59,15 +75,18 @@ public:
                                      CommGroup group) override {
     int n = groupSize(group);
     if (n == 1)
-      return completed(shard.clone());
+      return gatheredAlone(shard);
     // One output buffer, rank i's shard its i-th chunk: no concatenation
     // after the gather (Gloo itself receives into a buffer of its own and
     // copies into the chunks, which the runtime does not see).
-    std::vector<int64_t> sizes = shard.sizes().vec();
+    // The shards one after another along the first dimension (a 0-dim
+    // shard counts as one element).
+    at::Tensor input = shard.dim() == 0 ? shard.reshape({1}) : shard.contiguous();
+    std::vector<int64_t> sizes = input.sizes().vec();
     sizes[0] *= n;
-    at::Tensor output = at::empty(sizes, shard.options());
+    at::Tensor output = at::empty(sizes, input.options());
     std::vector<std::vector<at::Tensor>> outputs{asSent(output).chunk(n)};
-    std::vector<at::Tensor> inputs{asSent(shard.contiguous())};
+    std::vector<at::Tensor> inputs{asSent(input)};
     auto work = pg(group)->allgather(outputs, inputs);
     return std::make_unique<GlooPending>(
         work, [output]() { return output; }, std::vector<at::Tensor>{output});
@@ -206,9 +225,19 @@ Gloo::makeGroup(const std::string &name, int rank, int size) {
 
 Gloo::Gloo(const RankInfo &info, int shardGroupSize, c10::Device device)
     : RankedCommunicator(info, shardGroupSize, device) {
+  // Watching from the start: a rank that cannot connect tells the others,
+  // which stop at once instead of waiting for it inside Gloo's connection
+  // of the full mesh until the timeout.
+  rendezvous.startWatchdog();
+  std::string groups = "world group's Gloo process group";
   try {
+    if (info.rank == 0)
+      injectedFailure("id");
+    injectedFailure("init");
     worldPG = makeGroup("world/", info.rank, info.worldSize);
     if (shardSize < info.worldSize) {
+      groups = "shard and replicate groups' Gloo process groups";
+      injectedFailure("split");
       int group = info.rank / shardSize, index = info.rank % shardSize;
       shardPG = makeGroup("shard" + std::to_string(group) + "/", index,
                           shardSize);
@@ -216,14 +245,21 @@ Gloo::Gloo(const RankInfo &info, int shardGroupSize, c10::Device device)
                               group, info.worldSize / shardSize);
     }
   } catch (const std::exception &e) {
-    throw Error("cannot connect the ranks' Gloo process groups (did another "
-                "rank stop?): " + firstLine(e));
+    failToConnect("cannot connect the " + groups +
+                  " (did another rank stop?): " + firstLine(e));
   }
-  rendezvous.startWatchdog();
 }
 
 } // namespace
 #endif // FSDP_RUNTIME_GLOO
+
+bool glooBuilt() {
+#ifdef FSDP_RUNTIME_GLOO
+  return true;
+#else
+  return false;
+#endif
+}
 
 std::unique_ptr<Communicator> createGlooCommunicator(const RankInfo &info,
                                                      int shardGroupSize,

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/runtime/Communicator.h"
+#include "fsdp/runtime/Device.h"
 #include "fsdp/runtime/Rendezvous.h"
 
 #ifdef FSDP_RUNTIME_NCCL
@@ -44,34 +45,61 @@ using Clock = std::chrono::steady_clock;
 
 std::string groupName(CommGroup group) { return std::string(name(group)); }
 
-/// NCCL's type for `dtype`; `reduces`: the collective adds (bool and the
-/// unsigned types move as bytes but do not add as torch adds them).
-ncclDataType_t ncclType(at::ScalarType dtype, bool reduces,
-                        const std::string &what) {
-  switch (dtype) {
+/// What NCCL sends for a contiguous tensor in a collective that only moves
+/// data (an all-gather): the tensor itself, flat, where NCCL has its type;
+/// otherwise (complex, bool, int16, unsigned types) its bytes.
+struct Carried {
+  at::Tensor data; // flat, sharing the tensor's storage
+  ncclDataType_t type;
+};
+
+Carried moved(const at::Tensor &t) {
+  at::Tensor flat = t.reshape({-1});
+  switch (t.scalar_type()) {
   case at::kFloat:
-    return ncclFloat32;
+    return {flat, ncclFloat32};
   case at::kHalf:
-    return ncclFloat16;
+    return {flat, ncclFloat16};
   case at::kBFloat16:
-    return ncclBfloat16;
+    return {flat, ncclBfloat16};
   case at::kDouble:
-    return ncclFloat64;
+    return {flat, ncclFloat64};
   case at::kInt:
-    return ncclInt32;
+    return {flat, ncclInt32};
   case at::kLong:
-    return ncclInt64;
+    return {flat, ncclInt64};
   case at::kChar:
-    return ncclInt8;
+    return {flat, ncclInt8};
   case at::kByte:
-  case at::kBool:
-    if (!reduces)
-      return ncclUint8;
-    break;
+    return {flat, ncclUint8};
   default:
-    break;
+    return {flat.view(at::kByte), ncclUint8};
   }
-  throw Error(what + ": NCCL cannot " + (reduces ? "reduce" : "move") +
+}
+
+/// What NCCL adds for a contiguous tensor, and how: complex numbers as
+/// pairs of reals (as c10d does), bool's sum as the maximum of bytes (a
+/// logical or, as c10d does). A type NCCL cannot add (int16, the unsigned
+/// types wider than a byte; bool's mean) is an Error naming `what`
+/// (fsdp-opt --backend nccl refuses such a plan before it runs).
+struct Reduced {
+  at::Tensor data;
+  ncclDataType_t type;
+  ncclRedOp_t op;
+};
+
+Reduced reduced(const at::Tensor &t, bool mean, const std::string &what) {
+  ncclRedOp_t op = mean ? ncclAvg : ncclSum;
+  at::ScalarType dtype = t.scalar_type();
+  if (dtype == at::kComplexFloat || dtype == at::kComplexDouble)
+    return {at::view_as_real(t.reshape({-1})).reshape({-1}),
+            dtype == at::kComplexFloat ? ncclFloat32 : ncclFloat64, op};
+  if (dtype == at::kBool && !mean)
+    return {t.reshape({-1}).view(at::kByte), ncclUint8, ncclMax};
+  Carried c = moved(t);
+  if (dtype != at::kBool && (c.type != ncclUint8 || dtype == at::kByte))
+    return {c.data, c.type, op};
+  throw Error(what + ": NCCL cannot " + (mean ? "average" : "add") +
               " tensors of type " + std::string(c10::toString(dtype)));
 }
 
@@ -126,17 +154,22 @@ public:
                                      CommGroup group) override {
     int n = groupSize(group);
     if (n == 1)
-      return completed(shard.clone());
+      return gatheredAlone(shard);
     at::Tensor input = onDevice(shard).contiguous();
+    // The shards one after another along the first dimension (a 0-dim
+    // shard counts as one element).
     std::vector<int64_t> sizes = input.sizes().vec();
+    if (sizes.empty())
+      sizes.push_back(1);
     sizes[0] *= n;
     at::Tensor output = at::empty(sizes, input.options());
     std::string what = "all-gather over the " + groupName(group) + " group";
-    ncclDataType_t type = ncclType(input.scalar_type(), false, what);
+    Carried in = moved(input), out = moved(output);
     return launch(groupOf(group), what, output, {input, output},
                   [&](ncclComm_t comm, cudaStream_t stream) {
-                    return ncclAllGather(input.data_ptr(), output.data_ptr(),
-                                         input.numel(), type, comm, stream);
+                    return ncclAllGather(in.data.data_ptr(),
+                                         out.data.data_ptr(), in.data.numel(),
+                                         in.type, comm, stream);
                   });
   }
 
@@ -151,12 +184,12 @@ public:
     sizes[0] /= n;
     at::Tensor output = at::empty(sizes, input.options());
     std::string what = "reduce-scatter over the " + groupName(group) + " group";
-    ncclDataType_t type = ncclType(input.scalar_type(), true, what);
+    Reduced in = reduced(input, mean, what), out = reduced(output, mean, what);
     return launch(groupOf(group), what, output, {input, output},
                   [&](ncclComm_t comm, cudaStream_t stream) {
-                    return ncclReduceScatter(input.data_ptr(),
-                                             output.data_ptr(), output.numel(),
-                                             type, mean ? ncclAvg : ncclSum,
+                    return ncclReduceScatter(in.data.data_ptr(),
+                                             out.data.data_ptr(),
+                                             out.data.numel(), in.type, in.op,
                                              comm, stream);
                   });
   }
@@ -168,13 +201,12 @@ public:
     at::Tensor input = onDevice(t).contiguous();
     at::Tensor output = at::empty_like(input);
     std::string what = "all-reduce over the " + groupName(group) + " group";
-    ncclDataType_t type = ncclType(input.scalar_type(), true, what);
+    Reduced in = reduced(input, mean, what), out = reduced(output, mean, what);
     return launch(groupOf(group), what, output, {input, output},
                   [&](ncclComm_t comm, cudaStream_t stream) {
-                    return ncclAllReduce(input.data_ptr(), output.data_ptr(),
-                                         input.numel(), type,
-                                         mean ? ncclAvg : ncclSum, comm,
-                                         stream);
+                    return ncclAllReduce(in.data.data_ptr(),
+                                         out.data.data_ptr(), in.data.numel(),
+                                         in.type, in.op, comm, stream);
                   });
   }
 
@@ -191,18 +223,18 @@ public:
     at::Tensor output = at::empty(sizes, input.options());
     std::string what = "reduce-scatter over the shard group and all-reduce "
                        "over the replicate group";
-    ncclDataType_t type = ncclType(input.scalar_type(), true, what);
-    ncclRedOp_t op = mean ? ncclAvg : ncclSum;
+    Reduced in = reduced(input, mean, what), out = reduced(output, mean, what);
     return launch(shard, what, output, {input, output},
                   [&](ncclComm_t comm, cudaStream_t stream) {
                     ncclResult_t r = ncclReduceScatter(
-                        input.data_ptr(), output.data_ptr(), output.numel(),
-                        type, op, comm, stream);
+                        in.data.data_ptr(), out.data.data_ptr(),
+                        out.data.numel(), in.type, in.op, comm, stream);
                     if (r != ncclSuccess)
                       return r;
-                    return ncclAllReduce(output.data_ptr(), output.data_ptr(),
-                                         output.numel(), type, op,
-                                         replicate.comm, stream);
+                    return ncclAllReduce(out.data.data_ptr(),
+                                         out.data.data_ptr(), out.data.numel(),
+                                         in.type, in.op, replicate.comm,
+                                         stream);
                   });
   }
 
@@ -281,6 +313,7 @@ Group Nccl::create(const char *name, ncclComm_t parent, int color, int key) {
     ncclUniqueId id;
     const std::string key = "nccl/world-id";
     if (info.rank == 0) {
+      injectedFailure("id");
       r = ncclGetUniqueId(&id);
       if (r != ncclSuccess)
         throw Error("cannot create an NCCL unique id: " + ncclWords(r, nullptr));
@@ -288,6 +321,8 @@ Group Nccl::create(const char *name, ncclComm_t parent, int color, int key) {
       rendezvous.store()->set(key,
                               std::vector<uint8_t>(bytes, bytes + sizeof(id)));
     } else {
+      // Blocks until rank 0 sets it; a rank that fails meanwhile tells
+      // the others through the store, and their watchdogs end them.
       std::vector<uint8_t> bytes = rendezvous.store()->get(key);
       if (bytes.size() != sizeof(id))
         throw Error("rank 0's NCCL unique id has " +
@@ -295,8 +330,10 @@ Group Nccl::create(const char *name, ncclComm_t parent, int color, int key) {
                     std::to_string(sizeof(id)));
       std::memcpy(&id, bytes.data(), sizeof(id));
     }
+    injectedFailure("init");
     r = ncclCommInitRankConfig(&g.comm, info.worldSize, id, info.rank, &config);
   } else {
+    injectedFailure("split");
     r = ncclCommSplit(parent, color, key, &g.comm, &config);
   }
   if (r != ncclSuccess || !g.comm) {
@@ -324,6 +361,7 @@ Nccl::Nccl(const RankInfo &info, int shardGroupSize, c10::Device device)
     std::lock_guard<std::mutex> lock(mutex);
     member = std::move(made);
   };
+  std::string message;
   try {
     keep(world, create("world", nullptr, 0, 0));
     if (shardSize < info.worldSize) {
@@ -331,14 +369,17 @@ Nccl::Nccl(const RankInfo &info, int shardGroupSize, c10::Device device)
       keep(shard, create("shard", world.comm, group, index));
       keep(replicate, create("replicate", world.comm, index, group));
     }
-  } catch (const Error &) {
-    abortCommunicators();
-    throw;
+    return;
+  } catch (const Error &e) {
+    message = e.what();
   } catch (const std::exception &e) {
-    abortCommunicators();
-    throw Error("cannot create the ranks' NCCL communicators (did another "
-                "rank stop?): " + firstLine(e));
+    message = "cannot create the ranks' NCCL communicators (did another "
+              "rank stop?): " + firstLine(e);
   }
+  // Every rank hears of it, and those blocked in NCCL's initialisation
+  // (which waits for every rank) stop at once.
+  abortCommunicators();
+  failToConnect(message);
 }
 
 std::string Nccl::check() {
@@ -398,6 +439,15 @@ Nccl::~Nccl() {
 
 } // namespace
 #endif // FSDP_RUNTIME_NCCL
+
+std::string ncclVersion() {
+#ifdef FSDP_RUNTIME_NCCL
+  return std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." +
+         std::to_string(NCCL_PATCH);
+#else
+  return "";
+#endif
+}
 
 std::unique_ptr<Communicator> createNcclCommunicator(const RankInfo &info,
                                                      int shardGroupSize,

@@ -478,10 +478,10 @@ void Rendezvous::checkSameJob(const c10::intrusive_ptr<c10d::Store> &tcp) {
                 runIdText(info_.runId) + "): two jobs share MASTER_PORT; give "
                 "each job its own");
   std::string message =
-      "its plan or --steps is not rank 0's (fingerprint " +
+      "its plan, --steps or --deterministic is not rank 0's (fingerprint " +
       info_.fingerprint.substr(0, 16) + ", rank 0's " +
       fingerprint.substr(0, 16) + "): every rank must be given the same plan "
-      "file and --steps" +
+      "file, --steps and --deterministic" +
       (info_.runId.empty() ? ", or another job shares MASTER_PORT" : "");
   // Rank 0's job hears of it before its first step.
   try {
@@ -515,6 +515,17 @@ Rendezvous::~Rendezvous() {
   } catch (...) {
   }
   stopWatchdog();
+  if (aborted.load()) {
+    // This rank reported a failure: the others stop on it and will never
+    // say they are done. Rank 0 serves the store that carries the message:
+    // it stays up until they have read it (their watchdogs look every
+    // 200 ms), no longer.
+    if (info_.rank == 0)
+      holdStoreForOthers(*store_, info_.worldSize - 1,
+                         std::min<std::chrono::milliseconds>(
+                             timeout_, std::chrono::seconds(10)));
+    return;
+  }
   try {
     store_->add(kDoneKey, 1);
     auto deadline = std::chrono::steady_clock::now() + timeout_;
@@ -591,10 +602,24 @@ void Rendezvous::watch(LocalCheck check, BeforeExit beforeExit) {
         }
       }
       if (client->check({kAbortKey})) {
+        // This rank's own report (abort() stops the watchdog before it
+        // writes the key) is not another rank's failure.
+        if (stopping.load())
+          return;
         std::vector<uint8_t> bytes = client->get(kAbortKey);
         message = std::string(bytes.begin(), bytes.end());
         acknowledgeAbort(*client);
         failed = true;
+        if (info_.rank == 0) {
+          // Rank 0 serves the store that carries the message: the ranks
+          // that have not read it yet must still reach it (all but this
+          // one and the one that failed).
+          printLineToStderr("fsdp-run: rank 0 stops: " + message);
+          if (beforeExit)
+            beforeExit();
+          holdStoreForOthers(*client, info_.worldSize - 1, stallLimit);
+          std::_Exit(kStoppedByOtherRank);
+        }
       }
     } catch (const std::exception &e) {
       if (stopping.load())
@@ -644,6 +669,7 @@ void Rendezvous::startWatchdog(LocalCheck check, BeforeExit beforeExit) {
 void Rendezvous::abort(const std::string &message) {
   // This rank's own report is not news to its watchdog.
   stopping = true;
+  aborted = true;
   try {
     // Only the first failure is kept: the others follow from it.
     std::vector<uint8_t> bytes(message.begin(), message.end());
@@ -666,6 +692,31 @@ std::string Rendezvous::failureOfOthers(std::chrono::milliseconds patience) {
   } catch (...) {
   }
   return "";
+}
+
+//===----------------------------------------------------------------------===//
+// Connecting the communicators
+//===----------------------------------------------------------------------===//
+
+void RankedCommunicator::failToConnect(const std::string &what) {
+  rendezvous.abort("rank " + std::to_string(info.rank) + ": " + what);
+  // What the watchdog's check reads is destroyed with the communicator.
+  rendezvous.stopWatchdog();
+  throw Error(what);
+}
+
+void RankedCommunicator::injectedFailure(const char *stage) const {
+  const char *spec = std::getenv("FSDP_RUN_FAIL_COMM_INIT");
+  if (!spec || !*spec)
+    return;
+  std::string text = spec;
+  size_t colon = text.find(':');
+  if (colon == std::string::npos ||
+      text.substr(0, colon) != std::to_string(info.rank) ||
+      text.substr(colon + 1) != stage)
+    return;
+  throw Error(std::string("injected failure at '") + stage +
+              "' (FSDP_RUN_FAIL_COMM_INIT=" + text + ")");
 }
 
 void printLineToStderr(const std::string &line) {

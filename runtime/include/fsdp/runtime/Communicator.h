@@ -79,7 +79,8 @@ public:
   virtual int groupRank(CommGroup group) const = 0;
   virtual int groupSize(CommGroup group) const = 0;
 
-  /// The shards of `group`, concatenated in rank order.
+  /// The shards of `group`, concatenated in rank order along the first
+  /// dimension (a 0-dim shard counts as one element: the result is 1-D).
   virtual std::unique_ptr<Pending> allGather(const at::Tensor &shard,
                                              CommGroup group) = 0;
   /// This rank's shard of the sum (or mean) of `full` over `group`.
@@ -113,6 +114,9 @@ public:
 
 /// A collective that is already complete.
 std::unique_ptr<Pending> completed(at::Tensor result);
+/// The all-gather of `shard` over a group of one rank: a copy (1-D for a
+/// 0-dim shard).
+std::unique_ptr<Pending> gatheredAlone(const at::Tensor &shard);
 
 /// A world of one rank: every collective is the identity.
 std::unique_ptr<Communicator>

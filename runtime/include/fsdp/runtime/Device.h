@@ -37,6 +37,12 @@ c10::Device rankDevice(const std::string &requested, const RankInfo &info);
 /// fsdp-run built without NCCL's headers.
 Backend runBackend(const std::string &requested, c10::Device device);
 
+/// The NCCL this fsdp-run was built with ("2.28.9"), or "" where it was
+/// built without NCCL's headers (GPU ranks then cannot talk).
+std::string ncclVersion();
+/// Whether this fsdp-run was built with Gloo's headers (CPU ranks can talk).
+bool glooBuilt();
+
 /// The communicator for the rank: one rank needs none; several talk over
 /// `backend`, in groups of `shardGroupSize` consecutive ranks.
 std::unique_ptr<Communicator> createCommunicator(Backend backend,

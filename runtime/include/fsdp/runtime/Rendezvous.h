@@ -54,7 +54,9 @@ public:
   void stopWatchdog();
 
   /// Tells every other rank that this one failed with `message`. Only the
-  /// first failure reported is kept. Never throws.
+  /// first failure reported is kept. Never throws. A rendezvous that
+  /// reported a failure ends without waiting for the others (they stop on
+  /// the message): rank 0 only keeps its store up until they have read it.
   void abort(const std::string &message);
   /// The failure another rank reported, waiting up to `patience`; "" if
   /// none. Never throws.
@@ -72,6 +74,7 @@ private:
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::Store> store_;
   std::atomic<bool> stopping{false};
+  std::atomic<bool> aborted{false};
   std::thread watchdog;
 };
 
@@ -101,6 +104,18 @@ public:
   }
 
 protected:
+  /// This rank could not make its communicators (`what` says which and
+  /// why): every rank hears of it at once, through the store, and stops,
+  /// instead of waiting for this one until FSDP_RUN_TIMEOUT. Throws an
+  /// Error with `what`. Start the watchdog before making them, so that
+  /// this rank also stops when another one reports such a failure.
+  [[noreturn]] void failToConnect(const std::string &what);
+  /// The tests' way to make connecting fail on one rank at one `stage`
+  /// ("id": rank 0 makes the world's id, "init": the world group, "split":
+  /// the shard and replicate groups), read from
+  /// FSDP_RUN_FAIL_COMM_INIT=RANK:STAGE; throws an Error naming it.
+  void injectedFailure(const char *stage) const;
+
   Rendezvous rendezvous;
   const RankInfo info;
   const int shardSize;
