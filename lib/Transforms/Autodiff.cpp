@@ -214,8 +214,9 @@ FailureOr<SmallVector<Value>> autogradBackward(OpBuilder &builder,
 
 class Differentiator {
 public:
-  Differentiator(ModuleOp module, func::FuncOp func)
-      : module(module), func(func), body(func.getBody().front()) {
+  Differentiator(ModuleOp module, func::FuncOp func, aten::Target target)
+      : module(module), func(func), body(func.getBody().front()),
+        target(target) {
     for (auto param : module.getOps<ParamOp>())
       params.insert(param.getSymName());
   }
@@ -233,6 +234,7 @@ private:
   ModuleOp module;
   func::FuncOp func;
   Block &body;
+  const aten::Target target;
   Value loss;
   llvm::StringSet<> params;
   llvm::DenseSet<Value> active;
@@ -299,7 +301,7 @@ LogicalResult Differentiator::prepare() {
   for (auto [call, rule] : rewrite) {
     OpBuilder builder(call);
     aten::ATenBuilder b(builder, call.getLoc());
-    if (failed(rule->prepare(b, call)))
+    if (failed(rule->prepare(b, call, target)))
       return failure();
   }
   if (!rewrite.empty()) {
@@ -420,6 +422,8 @@ LogicalResult Differentiator::backward() {
 }
 
 struct Autodiff : fsdp::impl::AutodiffBase<Autodiff> {
+  using AutodiffBase::AutodiffBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto func = module.lookupSymbol<func::FuncOp>("train_step");
@@ -428,7 +432,17 @@ struct Autodiff : fsdp::impl::AutodiffBase<Autodiff> {
                        "builds it)");
       return signalPassFailure();
     }
-    if (failed(Differentiator(module, func).run()))
+    if (device != "cpu" && device != "cuda") {
+      module.emitError("unknown device '") << device << "': expected cpu or cuda";
+      return signalPassFailure();
+    }
+    // The rules read it from the module (dropout), and so do the
+    // optimizer and the plan.
+    if (device == "cuda")
+      module->setAttr(kDeviceAttr, StringAttr::get(&getContext(), device));
+    aten::Target target;
+    target.cuda = device == "cuda";
+    if (failed(Differentiator(module, func, target).run()))
       signalPassFailure();
   }
 };

@@ -135,6 +135,7 @@ struct Optimizer : fsdp::impl::OptimizerBase<Optimizer> {
   SmallVector<UpdateOp> updates;
   llvm::DenseMap<Value, Value> hostCopies;
 
+  bool cuda = false;      // the module is compiled for a GPU (fsdp.device)
   bool offloaded = false; // CPU offload: some flat parameter is on the host
   // CPU offload of every unit's optimizer state: the step count (and what
   // is computed from it) lives on the host too.
@@ -414,10 +415,18 @@ void Optimizer::adam(aten::ATenBuilder &b, GradOp grad, Value g,
   Value denom = b.callInPlace("aten::div_.Tensor",
                               {b.unary("aten::sqrt", second), bias2Sqrt});
   denom = b.callInPlace("aten::add_.Scalar", {denom, b.f64(eps), b.i64(1)});
-  // param.addcdiv_(exp_avg, denom, value=-step_size): addcdiv computes
-  // param + (value * exp_avg) / denom.
-  Value update = b.callInPlace("aten::div_.Tensor",
-                               {b.mul(avg, negStepSize), denom});
+  // param.addcdiv_(exp_avg, denom, value=-step_size): ATen's CPU kernel
+  // computes param + (value * exp_avg) / denom, CUDA's (addcdiv_, and the
+  // foreach kernels eager Adam runs on a GPU) param + value * (exp_avg /
+  // denom). A step for a GPU follows CUDA's, but where this parameter's
+  // update runs on the host (CPU offload), as eager's does.
+  bool cudaOrder =
+      cuda && !stateOnHost(symbolTable->lookup(grad.getParam()));
+  Value update =
+      cudaOrder
+          ? b.callInPlace("aten::mul_.Tensor", {b.div(avg, denom), negStepSize})
+          : b.callInPlace("aten::div_.Tensor",
+                          {b.mul(avg, negStepSize), denom});
   Value updated = decays ? b.callInPlace("aten::add_.Tensor",
                                          {decayed, update, b.i64(1)})
                          : b.add(decayed, update);
@@ -473,6 +482,8 @@ LogicalResult Optimizer::run(ModuleOp module) {
     return func.emitOpError("has no fsdp.grad: run fsdp-autodiff before "
                             "fsdp-optimizer");
 
+  if (auto device = module->getAttrOfType<StringAttr>(kDeviceAttr))
+    cuda = device.getValue() == "cuda";
   offloaded = llvm::any_of(module.getOps<FlatParamOp>(), [](FlatParamOp f) {
     return stateOnHost(f);
   });

@@ -10,13 +10,26 @@ using namespace fsdp;
 
 namespace {
 
+/// The device a step is compiled for: `device`, else a GPU where its ranks
+/// talk over NCCL, else the CPU.
+std::string deviceOf(const TrainStepPipelineOptions &options) {
+  return options.device.empty() ? std::string("cpu") : options.device.getValue();
+}
+std::string deviceOf(const FSDPPipelineOptions &options) {
+  if (!options.device.empty())
+    return options.device.getValue();
+  return options.backend == "nccl" ? "cuda" : "cpu";
+}
+
 template <typename Options>
 void addLossAndBackward(OpPassManager &pm, const Options &options) {
   AppendLossOptions loss;
   loss.loss = options.loss;
   loss.targets.assign(options.targets.begin(), options.targets.end());
   pm.addPass(createAppendLoss(loss));
-  pm.addPass(createAutodiff());
+  AutodiffOptions autodiff;
+  autodiff.device = deviceOf(options);
+  pm.addPass(createAutodiff(autodiff));
 }
 
 template <typename Options>

@@ -723,6 +723,7 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
   hostLive = hostPeak = 0;
   resultsOnHost = false;
   gradBytes = 0;
+  hostMoves = 0;
   waitMs = 0;
   // The state lives through the step; views of it (a transposed weight)
   // add nothing. CPU offload: state in host memory counts apart.
@@ -807,6 +808,22 @@ void Executor::execute(const InstContext &c, const inst::Update &update) {
                 TensorSpec{next.sizes().vec(), next.scalar_type()}.str() +
                 ", but the state is " +
                 TensorSpec{entry.sizes().vec(), entry.scalar_type()}.str());
+  if (hostState.count(update.state) && entry.is_contiguous() &&
+      entry.storage().use_count() == 1) {
+    // CPU offload: the new value goes into the state's own buffer (pinned
+    // on a GPU, where a new pageable tensor would make the next
+    // host-to-device copies synchronous). Nothing else reads the old
+    // value: its storage is the state's alone.
+    entry.copy_(next);
+    if (next.storage().unsafeGetStorageImpl() !=
+        slots[update.value].storage().unsafeGetStorageImpl()) {
+      count(next, true); // the widened copy, gone with this instruction
+      uncount(next);
+    }
+    return;
+  }
+  if (hostState.count(update.state))
+    ++hostMoves;
   count(next, hostState.count(update.state) > 0);
   uncount(entry);
   entry = next;

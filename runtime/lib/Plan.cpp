@@ -857,6 +857,12 @@ Plan loadPlan(const std::string &path) {
     plan.worldSize = intAt(j, "world_size");
     plan.shardGroupSize = intAt(j, "shard_group_size");
     plan.sharding = j.at("sharding").get<std::string>();
+    if (j.contains("device")) {
+      plan.device = j.at("device").get<std::string>();
+      if (plan.device != "cuda" && plan.device != "cpu")
+        throw Error("plan '" + path + "': device is '" + plan.device +
+                    "', expected cuda or cpu");
+    }
     for (const json &s : j.at("state"))
       plan.state.push_back(parseStateEntry(s, path));
     if (j.contains("optimizer")) {

@@ -111,7 +111,11 @@ void checkOutputDir(const char *flag, const std::string &path) {
 /// What the ranks must agree on: the plan, byte for byte as it was loaded
 /// (its state layout included), and how many steps they take.
 std::string runFingerprint(const Plan &plan, const RunOptions &o) {
-  return c10::sha1(plan.digest + "\nsteps=" + std::to_string(o.steps)).str();
+  // Deterministic kernels change a step's bits: every rank runs them or
+  // none.
+  return c10::sha1(plan.digest + "\nsteps=" + std::to_string(o.steps) +
+                   (o.deterministic ? "\ndeterministic" : ""))
+      .str();
 }
 
 Plan loadPlanFor(const RunOptions &o, const RankInfo &info) {
@@ -215,6 +219,7 @@ private:
   AllocatorCounter *allocator = nullptr; // on the CPU
   std::vector<at::Tensor> outputs;
   int64_t peak = 0, gradBytes = 0, allocatorPeak = 0, hostPeak = 0;
+  int64_t hostStateMoves = 0;
   int64_t reservedPeak = 0;
   // --cuda-graph: the captured step, the inputs it reads, the outputs it
   // writes, and the allocator's peak while it was captured.
@@ -310,6 +315,7 @@ StepResult Training::run(int64_t step,
                   .count();
   peak = std::max(peak, executor.peakBytes());
   hostPeak = std::max(hostPeak, executor.hostPeakBytes());
+  hostStateMoves += executor.hostStateMoves();
   gradBytes = executor.gradientBytes();
   // A gradient scaler's step skips the update itself where the loss (and
   // so a gradient) is inf or NaN, and training goes on, as with PyTorch's.
@@ -470,8 +476,14 @@ void Training::writeSummary(int64_t sharded, int64_t modelBytesRead,
     summary["device"] = device.str();
     summary["allocator_reserved_bytes"] = reservedPeak;
   }
-  if (hostPeak)
+  if (o.deterministic)
+    summary["deterministic"] = true;
+  if (hostPeak) {
     summary["host_peak_bytes"] = hostPeak;
+    // Updates of offloaded state that could not write its own buffer
+    // (this rank's; 0 where every update wrote in place).
+    summary["host_state_moves"] = hostStateMoves;
+  }
   // Dynamic loss scaling: the steps whose update was skipped.
   if (std::any_of(plan.metrics.begin(), plan.metrics.end(), [](const auto &m) {
         return m.first == fsdp::plan::kMetricSkipped;
@@ -593,6 +605,14 @@ void runRank(const RunOptions &o, const RankInfo &info,
   c10::Device device = rankDevice(o.device, info);
   if (device.is_cuda())
     cuda::setDevice(device);
+  if ((plan.device == "cuda") != device.is_cuda() && info.rank == 0)
+    printLineToStderr(
+        "fsdp-run: warning: plan '" + o.plan + "' was compiled for " +
+        plan.device + " (fsdp-opt --device " + plan.device + ") and runs on " +
+        device.str() + ": the step is the same, but where eager PyTorch "
+        "computes differently on " + (device.is_cuda() ? "a GPU" : "the CPU") +
+        " (dropout's draws, Adam's rounding order), it computes as on " +
+        plan.device);
   // Every rank shows rank 0 what it runs before any of them starts.
   RankInfo shown = info;
   shown.fingerprint = runFingerprint(plan, o);

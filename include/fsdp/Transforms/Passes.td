@@ -70,7 +70,17 @@ def Autodiff : Pass<"fsdp-autodiff", "mlir::ModuleOp"> {
     %g = aten.call "aten::mm"(%gt, %x) : ...
     fsdp.grad @fc.weight, %g : tensor<10x32xf32>
     ```
+
+    With `device=cuda` the step is differentiated for a GPU, and the module
+    records it (`fsdp.device = "cuda"`, which the optimizer and the plan
+    read): dropout becomes `aten::native_dropout`, which eager PyTorch runs
+    on a GPU (CUDA's fused kernel draws its own mask), where on the CPU it
+    is ATen's `bernoulli_` noise times the input.
   }];
+  let options = [
+    Option<"device", "device", "std::string", /*default=*/"\"cpu\"",
+           "The device the step will run on: cpu or cuda">,
+  ];
   let dependentDialects = ["::fsdp::aten::ATenDialect"];
 }
 
@@ -129,7 +139,12 @@ def Optimizer : Pass<"fsdp-optimizer", "mlir::ModuleOp"> {
       `amsgrad` their running maximum `max_exp_avg_sq`, which normalizes),
       bias corrections from a step count kept in `optim:step` (f64, as
       Python computes them), `p -= step_size * exp_avg / (sqrt(exp_avg_sq) /
-      sqrt(bc2) + eps)`.
+      sqrt(bc2) + eps)`. ATen's CPU kernel computes that last line as
+      `p + (-step_size * exp_avg) / denom`, CUDA's (`addcdiv`, and the
+      foreach kernels eager Adam runs on a GPU) as
+      `p + -step_size * (exp_avg / denom)`: a module for a GPU
+      (`fsdp.device = "cuda"`) updates in CUDA's order, but for the units
+      whose optimizer state is offloaded to the host.
 
     With `lr-schedule` (`constant`, `linear` or `cosine`, the formulas of
     `transformers`' `get_constant_schedule_with_warmup`,

@@ -682,7 +682,7 @@ LogicalResult convTransposeNd(GradientContext &c) {
 // Normalization, dropout, pooling (forward rewritten to keep saved values)
 //===----------------------------------------------------------------------===//
 
-LogicalResult prepareBatchNorm(ATenBuilder &b, CallOp op) {
+LogicalResult prepareBatchNorm(ATenBuilder &b, CallOp op, const Target &) {
   // batch_norm(input, weight, bias, running_mean, running_var, training,
   // momentum, eps, cudnn_enabled) -> native_batch_norm, which also returns
   // the batch statistics its backward reads.
@@ -737,7 +737,7 @@ SmallVector<int64_t> layerNormStatShape(Value input, size_t normalized) {
   return shape;
 }
 
-LogicalResult prepareLayerNorm(ATenBuilder &b, CallOp op) {
+LogicalResult prepareLayerNorm(ATenBuilder &b, CallOp op, const Target &) {
   // layer_norm(input, normalized_shape, weight, bias, eps, cudnn_enable)
   CallArgs args(op);
   Value input = args.tensor(0);
@@ -775,7 +775,7 @@ static Value contiguous(ATenBuilder &b, Value v) {
   return b.call("aten::contiguous", {v, b.i64(0)}, typeOf(v));
 }
 
-LogicalResult prepareGroupNorm(ATenBuilder &b, CallOp op) {
+LogicalResult prepareGroupNorm(ATenBuilder &b, CallOp op, const Target &) {
   // group_norm(input, num_groups, weight, bias, eps, cudnn_enabled) ->
   // native_group_norm(input.contiguous(), weight, bias, N, C, HxW, group,
   // eps), as at::group_norm calls it: the kernels read the input as
@@ -823,12 +823,15 @@ LogicalResult nativeGroupNorm(GradientContext &c) {
   return success();
 }
 
-LogicalResult prepareDropout(ATenBuilder &b, CallOp op) {
+LogicalResult prepareDropout(ATenBuilder &b, CallOp op,
+                             const Target &target) {
   // dropout(input, p, train): with p > 0 in training, what ATen's CPU
   // dropout computes (at::native::dropout, _dropout_impl): noise of the
   // input's dtype drawn with bernoulli_(1 - p), divided by 1 - p, times the
   // input; mul's gradient then reads the noise. Otherwise the identity it
-  // is.
+  // is. On a GPU, ATen's dropout runs the fused native_dropout instead
+  // (is_fused_kernel_acceptable), which draws its mask its own way: a step
+  // compiled for one does too.
   CallArgs args(op);
   auto p = args.getFloat(1);
   auto train = args.getBool(2);
@@ -843,6 +846,14 @@ LogicalResult prepareDropout(ATenBuilder &b, CallOp op) {
   Value out;
   if (*p >= 1.0) {
     out = b.mulScalar(input, 0.0);
+  } else if (target.cuda) {
+    auto type = cast<RankedTensorType>(input.getType());
+    auto mask = RankedTensorType::get(type.getShape(),
+                                      b.builder().getI1Type());
+    CallOp native = b.create("aten::native_dropout",
+                             {input, b.f64(*p), b.boolean(true)},
+                             {type, mask});
+    out = native.getResult(0);
   } else {
     Value noise = b.call("aten::empty_like",
                          {input, b.none(), b.none(), b.none(), b.none(),
@@ -880,7 +891,7 @@ LogicalResult nativeDropout(GradientContext &c) {
   return success();
 }
 
-LogicalResult prepareMaxPool2d(ATenBuilder &b, CallOp op) {
+LogicalResult prepareMaxPool2d(ATenBuilder &b, CallOp op, const Target &) {
   // max_pool2d(self, kernel_size, stride, padding, dilation, ceil_mode) ->
   // max_pool2d_with_indices, which returns the indices its backward reads.
   CallArgs args(op);
@@ -962,7 +973,7 @@ SmallVector<Type> nllLossTypes(Value input, Value target, int64_t reduction) {
   return {withShape(input, lossShape), withShape(input, {})};
 }
 
-LogicalResult prepareNllLoss(ATenBuilder &b, CallOp op) {
+LogicalResult prepareNllLoss(ATenBuilder &b, CallOp op, const Target &) {
   // nll_loss(self, target, weight, reduction, ignore_index) ->
   // nll_loss_forward, which returns the total weight its backward reads.
   CallArgs args(op);
@@ -979,7 +990,7 @@ LogicalResult prepareNllLoss(ATenBuilder &b, CallOp op) {
   return success();
 }
 
-LogicalResult prepareCrossEntropy(ATenBuilder &b, CallOp op) {
+LogicalResult prepareCrossEntropy(ATenBuilder &b, CallOp op, const Target &) {
   // cross_entropy_loss(self, target, weight, reduction, ignore_index,
   // label_smoothing) with class indices: log_softmax + nll_loss_forward, as
   // ATen composes it.

@@ -748,6 +748,9 @@ void PlanWriter::writeHeader(raw_ostream &os) {
      << json::Value(sharding ? stringifyShardingStrategy(sharding.getValue())
                              : StringRef())
      << ",\n";
+  // Compiled for a GPU: the step computes as eager PyTorch does there.
+  if (auto device = module->getAttrOfType<StringAttr>(kDeviceAttr))
+    os << "  \"device\": " << json::Value(device.getValue()) << ",\n";
   if (microBatches > 1)
     os << "  \"micro_batches\": " << microBatches << ",\n";
   if (auto type = module->getAttrOfType<StringAttr>(kStateDictTypeAttr))

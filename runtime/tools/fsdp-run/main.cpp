@@ -5,7 +5,8 @@
 //            [--checkpoint-dir DIR [--checkpoint-every N]
 //             [--state-dict-type FULL_STATE_DICT|SHARDED_STATE_DICT]]
 //            [--resume DIR] [--seed N] [--device cuda|cpu]
-//            [--backend nccl|gloo] [--cuda-graph]
+//            [--backend nccl|gloo] [--cuda-graph] [--deterministic]
+//   fsdp-run --version
 //   fsdp-run --check-communicator [--nproc N] [--shard-group-size S]
 //            [--device cuda|cpu] [--backend nccl|gloo]
 //
@@ -24,7 +25,12 @@
 #include "fsdp/runtime/RunOptions.h"
 #include "fsdp/runtime/Trainer.h"
 
+#include "fsdp/runtime/Device.h"
+#include "fsdp/runtime/PlanSchema.h"
+
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <torch/version.h>
 
 #include <chrono>
 #include <cstdio>
@@ -47,17 +53,31 @@ namespace {
                "[--nproc N] [--checkpoint-dir DIR [--checkpoint-every N] "
                "[--state-dict-type FULL_STATE_DICT|SHARDED_STATE_DICT]] "
                "[--resume DIR] [--seed N] [--device cuda|cpu] "
-               "[--backend nccl|gloo] [--cuda-graph]\n"
+               "[--backend nccl|gloo] [--cuda-graph] [--deterministic]\n"
             << "       fsdp-run --check-communicator [--nproc N] "
                "[--shard-group-size S] [--device cuda|cpu] "
                "[--backend nccl|gloo]\n"
             << "       fsdp-run --calibrate FILE.json [--nproc N] "
-               "[--threads N] [--device cuda|cpu] [--backend nccl|gloo]\n";
+               "[--threads N] [--device cuda|cpu] [--backend nccl|gloo]\n"
+            << "       fsdp-run --version\n";
   std::exit(2);
+}
+
+/// `--version`: what this fsdp-run was built with (what scripts/gpu-check.sh
+/// reads of a binary built elsewhere before it trusts it).
+void printVersion() {
+  std::string nccl = ncclVersion();
+  std::printf("fsdp-run: plan format %lld, torch %s, CUDA %s, NCCL %s, "
+              "Gloo %s\n",
+              static_cast<long long>(fsdp::plan::kFormatVersion),
+              TORCH_VERSION, cuda::built() ? "yes" : "no",
+              nccl.empty() ? "no" : nccl.c_str(), glooBuilt() ? "yes" : "no");
 }
 
 RunOptions parseArgs(int argc, char **argv) {
   RunOptions o;
+  if (const char *d = std::getenv("FSDP_RUN_DETERMINISTIC"); d && *d)
+    o.deterministic = std::string(d) != "0";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -74,6 +94,13 @@ RunOptions parseArgs(int argc, char **argv) {
     else if (a == "--profile") o.profile = true;
     else if (a == "--print-plan") o.printPlan = true;
     else if (a == "--cuda-graph") o.cudaGraph = true;
+    else if (a == "--deterministic") o.deterministic = true;
+    else if (a == "--version") {
+      if (argc != 2)
+        usage("--version takes no other argument");
+      printVersion();
+      std::exit(0);
+    }
     else if (a == "--check-communicator") o.checkCommunicator = true;
     else if (a == "--calibrate") {
       o.calibrate = value();
@@ -181,6 +208,14 @@ int main(int argc, char **argv) {
   RunOptions o = parseArgs(argc, argv);
   if (o.threads > 0)
     at::set_num_threads(static_cast<int>(o.threads));
+  if (o.deterministic) {
+    // As torch.use_deterministic_algorithms(True) with the workspace
+    // setting cuBLAS needs for it, read when its handle is made (before
+    // any CUDA work); the launcher's ranks inherit both.
+    ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+    ::setenv("FSDP_RUN_DETERMINISTIC", "1", 1);
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  }
   RankInfo info;
   std::unique_ptr<Communicator> comm;
   std::string message;

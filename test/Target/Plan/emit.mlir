@@ -21,7 +21,7 @@ func.func @forward(%x: tensor<2x3xf32> {fsdp.name = "x"}, %i: tensor<2xi64> {fsd
 }
 
 // CHECK:      "format": "fsdp-plan",
-// CHECK-NEXT: "version": 11,
+// CHECK-NEXT: "version": 12,
 // CHECK-NEXT: "function": "forward",
 // CHECK-NEXT: "num_slots": {{[0-9]+}},
 // CHECK-NEXT: "world_size": 1,

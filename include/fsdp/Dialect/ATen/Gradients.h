@@ -61,6 +61,12 @@ private:
   bool usesAutograd = false;
 };
 
+/// What a step is differentiated for, where eager PyTorch computes
+/// differently on it.
+struct Target {
+  bool cuda = false; // a GPU: dropout is CUDA's fused native_dropout
+};
+
 struct GradientRule {
   /// Emits the backward of the call at the builder's insertion point.
   mlir::LogicalResult (*backward)(GradientContext &) = nullptr;
@@ -68,7 +74,8 @@ struct GradientRule {
   /// what the backward needs (batch_norm into native_batch_norm, which returns
   /// the saved statistics). Null if the call is differentiated as it is.
   /// Replaces every use of the old call's results and erases it.
-  mlir::LogicalResult (*prepare)(ATenBuilder &, CallOp) = nullptr;
+  mlir::LogicalResult (*prepare)(ATenBuilder &, CallOp,
+                                 const Target &) = nullptr;
 };
 
 /// The rule for `overload`; an in-place overload (`aten::relu_`) falls back

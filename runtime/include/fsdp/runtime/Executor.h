@@ -95,6 +95,10 @@ public:
   const std::vector<int64_t> &liveDuring() const { return during; }
   /// Bytes of reduced gradients (what the optimizer reads) in the last run.
   int64_t gradientBytes() const { return gradBytes; }
+  /// CPU offload: the updates of host state in the last run that took a
+  /// new buffer instead of writing the state's own (pinned on a GPU),
+  /// because something else still read the old value.
+  int64_t hostStateMoves() const { return hostMoves; }
   /// Milliseconds the last run was blocked in waits for collectives (what
   /// the schedule did not overlap with compute).
   double commWaitMs() const { return waitMs; }
@@ -181,6 +185,7 @@ private:
   c10::Device device{c10::kCPU}; // the rank's (the communicator's)
   std::unique_ptr<cuda::Copier> copier; // CPU offload on a GPU
   int64_t gradBytes = 0;
+  int64_t hostMoves = 0;
   double waitMs = 0;
   // Live storages: references, bytes, and whether in host memory.
   struct Counted {

@@ -243,6 +243,9 @@ struct Plan {
   int64_t worldSize = 1;      // ranks the plan was compiled for
   int64_t shardGroupSize = 1; // ranks that shard a flat parameter
   std::string sharding;       // FULL_SHARD, ...; "" unsharded
+  /// The device the step was compiled for: "cuda" (it computes as eager
+  /// PyTorch does on a GPU) or "cpu".
+  std::string device = "cpu";
   std::vector<StateEntry> state;
   std::vector<InputEntry> inputs;
   /// Micro-batches per step (gradient accumulation; 1 without): each input

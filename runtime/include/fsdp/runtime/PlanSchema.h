@@ -18,7 +18,7 @@
 namespace fsdp::plan {
 
 /// The plan format version: what the compiler writes and the runtime reads.
-inline constexpr int64_t kFormatVersion = 11;
+inline constexpr int64_t kFormatVersion = 12;
 
 /// The most ranks a plan can be compiled for and run on (ranks are C ints,
 /// as in c10d and NCCL).

@@ -26,6 +26,9 @@ struct RunOptions {
   bool profile = false;
   bool printPlan = false; // print the plan as read, then stop
   bool cudaGraph = false; // capture the step after a warm-up and replay it
+  // torch.use_deterministic_algorithms(True) and CUBLAS_WORKSPACE_CONFIG
+  // (--deterministic, or FSDP_RUN_DETERMINISTIC=1)
+  bool deterministic = false;
   // --check-communicator: every collective of every group checked, no plan
   bool checkCommunicator = false;
   int64_t shardGroupSize = 0; // its shard groups; 0: the world

@@ -65,6 +65,11 @@ inline constexpr llvm::StringLiteral kShardGroupSizeAttr =
 /// over when it is not Gloo ("nccl"): the memory model counts the buffers
 /// that communicator's collectives hold. The plan is the same either way.
 inline constexpr llvm::StringLiteral kBackendAttr = "fsdp.backend";
+/// The module attribute naming the device a step is compiled for when it
+/// is not the CPU ("cuda"), set by fsdp-autodiff: where eager PyTorch
+/// computes differently there (dropout's draws, Adam's update order), the
+/// step computes as it does; the plan says so (`device`).
+inline constexpr llvm::StringLiteral kDeviceAttr = "fsdp.device";
 
 /// The module attribute the importer records the module tree in ([path,
 /// class] per module, preorder), which auto-wrap, activation checkpointing
