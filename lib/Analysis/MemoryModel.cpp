@@ -1053,7 +1053,17 @@ SmallVector<int> Simulation::buffersOf(AllGatherStartOp gather) {
   Value future = gather.getFuture();
   Type resultType = cast<FutureType>(future.getType()).getTensorType();
   returnsHeld[future] = true;
-  return {fresh(tensorBytes(resultType), MemoryCategory::GatheredParameters)};
+  int output =
+      fresh(tensorBytes(resultType), MemoryCategory::GatheredParameters);
+  if (nccl && groupSize(gather.getGroup()) > 1) {
+    // NCCL reads the shard it sends until the collective completes: the
+    // runtime holds it (a contiguous copy where it is not) until the wait,
+    // where its last use would free it at the start (mixed precision's
+    // cast shard).
+    Value shard = gather.getShard();
+    return {output, sentBuffer(shard, tensorBytes(shard.getType()))};
+  }
+  return {output};
 }
 
 SmallVector<int> Simulation::buffersOf(ReduceScatterStartOp scatter) {

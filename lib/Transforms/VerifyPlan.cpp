@@ -123,6 +123,38 @@ LogicalResult VerifyPlan::checkFunction(func::FuncOp func) {
     }
   }
 
+  // NCCL adds and averages floating-point numbers (complex ones as pairs
+  // of reals) and adds bytes and 32- and 64-bit integers (bool's sum as a
+  // maximum): a plan for it reduces nothing else.
+  auto backend = func->getParentOfType<ModuleOp>()->getAttrOfType<StringAttr>(
+      kBackendAttr);
+  if (backend && backend.getValue() == "nccl")
+    for (Operation &op : body) {
+      ReduceOp reduce;
+      if (auto scatter = dyn_cast<ReduceScatterStartOp>(op))
+        reduce = scatter.getReduce();
+      else if (auto all = dyn_cast<AllReduceStartOp>(op))
+        reduce = all.getReduce();
+      else
+        continue;
+      Type element = cast<RankedTensorType>(op.getOperand(0).getType())
+                         .getElementType();
+      if (auto complex = dyn_cast<ComplexType>(element))
+        element = complex.getElementType();
+      auto integer = dyn_cast<IntegerType>(element);
+      unsigned width = integer ? integer.getWidth() : 0;
+      bool floating =
+          isa<Float32Type, Float64Type, Float16Type, BFloat16Type>(element);
+      bool adds = floating || width == 1 || width == 8 || width == 32 ||
+                  width == 64;
+      std::string name;
+      llvm::raw_string_ostream(name) << element;
+      if (!adds || (!floating && reduce == ReduceOp::mean))
+        fail(&op, Twine("reduces tensors of ") + name +
+                      " by " + (reduce == ReduceOp::mean ? "mean" : "sum") +
+                      ", which NCCL cannot (fsdp.backend = \"nccl\")");
+    }
+
   for (Operation &op : body) {
     if (auto collective = dyn_cast<CollectiveStartOp>(op)) {
       Value future = collective.getCollectiveFuture();

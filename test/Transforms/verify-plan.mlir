@@ -208,3 +208,24 @@ module attributes {fsdp.world_size = 2 : i64, fsdp.shard_group_size = 2 : i64} {
     return
   }
 }
+
+// -----
+
+// A plan for NCCL (fsdp.backend = "nccl") reduces only what NCCL can:
+// floating-point numbers (complex ones as pairs of reals) by sum or mean,
+// bytes and 32- and 64-bit integers by sum.
+module attributes {fsdp.world_size = 2 : i64, fsdp.shard_group_size = 2 : i64, fsdp.backend = "nccl"} {
+  func.func @train_step(%a: tensor<4xcomplex<f32>>, %b: tensor<4xi64>, %c: tensor<4xi16>, %d: tensor<4xi32>) {
+    %fa = fsdp.all_reduce.start %a group world reduce mean : tensor<4xcomplex<f32>> -> !fsdp.future<tensor<4xcomplex<f32>>>
+    %ra = fsdp.wait %fa : !fsdp.future<tensor<4xcomplex<f32>>>
+    %fb = fsdp.all_reduce.start %b group world reduce sum : tensor<4xi64> -> !fsdp.future<tensor<4xi64>>
+    %rb = fsdp.wait %fb : !fsdp.future<tensor<4xi64>>
+    // expected-error@+1 {{'fsdp.all_reduce.start' op reduces tensors of i16 by sum, which NCCL cannot (fsdp.backend = "nccl")}}
+    %fc = fsdp.all_reduce.start %c group world reduce sum : tensor<4xi16> -> !fsdp.future<tensor<4xi16>>
+    %rc = fsdp.wait %fc : !fsdp.future<tensor<4xi16>>
+    // expected-error@+1 {{'fsdp.all_reduce.start' op reduces tensors of i32 by mean, which NCCL cannot (fsdp.backend = "nccl")}}
+    %fd = fsdp.all_reduce.start %d group world reduce mean : tensor<4xi32> -> !fsdp.future<tensor<4xi32>>
+    %rd = fsdp.wait %fd : !fsdp.future<tensor<4xi32>>
+    return
+  }
+}
