@@ -1,10 +1,11 @@
 """GPT-2-shaped training on one GPU: fsdp-run (with and without --cuda-graph)
 beside eager PyTorch and FSDP2's fully_shard at world size 1.
 
-    bench_gpu.py plans DIR [--sizes small,medium] [--batch 8] [--seq 1024]
+    bench_gpu.py plans DIR [--sizes small,medium] [--batch 8] [--seq 1024] [--backend nccl]
         (where fsdp-opt is: the plans, compiled from weightless skeletons)
-    bench_gpu.py run DIR [--fsdp-run BIN] [--steps 20] [--warmup 5]
-        (on the GPU machine: the models with weights, the runs, the table)
+    bench_gpu.py run DIR [--fsdp-run BIN] [--steps 20] [--warmup 5] [--timeout S]
+        (on the GPU machine: the models with weights, the runs, the table;
+        scripts/gpu-check.sh runs 10 steps after 3 of warm-up)
 
 The model is test/fixtures/models.py's GPT (token and learned position
 embeddings, pre-LN causal blocks with GELU MLPs, tied LM head) at GPT-2's
@@ -82,7 +83,7 @@ def plans(args):
         memory = os.path.join(args.dir, f"{size}.memory.json")
         cmd = [args.fsdp_opt, skeleton, "--loss", "cross_entropy", "--optimizer", "adamw",
                "--lr", "3e-4", "--mixed-precision", "bf16", "--auto-wrap", "class",
-               "--wrap-class", "GPTBlock", "--world-size", "1", "--backend", "nccl",
+               "--wrap-class", "GPTBlock", "--world-size", "1", "--backend", args.backend,
                "--emit", "plan", "-o", plan,
                "--memory-report-json", memory]
         done = subprocess.run(cmd, capture_output=True, text=True)
@@ -172,7 +173,12 @@ def train_fsdp_run(args, size, described, model_path, data_path, device, graph):
            "--data", data_path, "--device", device.type, "--metrics", metrics]
     if graph:
         cmd.append("--cuda-graph")
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        print(f"bench_gpu: {' '.join(cmd)} did not finish within {args.timeout:g} s",
+              file=sys.stderr)
+        return None, None, None
     if done.returncode != 0:
         print(f"bench_gpu: {' '.join(cmd)} failed:\n{done.stderr.strip()}", file=sys.stderr)
         return None, None, None
@@ -246,6 +252,11 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    p.add_argument("--backend", choices=["nccl", "gloo"], default="nccl",
+                   help="plans: the communicator they are compiled for (gloo: a CPU "
+                        "smoke test of this script)")
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="run: seconds each fsdp-run may take")
     args = p.parse_args()
     plans(args) if args.action == "plans" else run(args)
 
