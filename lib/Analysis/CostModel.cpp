@@ -7,6 +7,8 @@
 #include "fsdp/Dialect/ATen/IR/ATenDialect.h"
 #include "fsdp/Dialect/ATen/IR/OpTable.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "fsdp/Support/Files.h"
+#include "fsdp/Support/JSON.h"
 #include "fsdp/runtime/MachineSchema.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -25,6 +27,9 @@ using namespace fsdp;
 //===----------------------------------------------------------------------===//
 
 namespace {
+
+/// The most ranks a machine file may say one machine has.
+constexpr int64_t kMaxMachineRanks = int64_t(1) << 16;
 
 /// The rate field of each MachineSchema key, in kRateKeys' order.
 double MachineRates::*const kRateFields[] = {
@@ -98,15 +103,18 @@ FailureOr<MachineRates> fsdp::loadMachine(StringRef nameOrFile,
     error = ("machine file '" + nameOrFile + "': " + why).str();
     return failure();
   };
-  auto buffer = llvm::MemoryBuffer::getFile(nameOrFile);
+  auto buffer = fsdp::readInputFile(nameOrFile, kMaxSettingsFileBytes);
   if (!buffer)
-    return fail("cannot read it (" + buffer.getError().message() +
+    return fail("cannot read it (" + llvm::toString(buffer.takeError()) +
                 "); give a file `fsdp-run --calibrate` wrote, or one of " +
                 builtinMachineNames());
   llvm::Expected<llvm::json::Value> json =
-      llvm::json::parse((*buffer)->getBuffer());
+      fsdp::parseJSON((*buffer)->getBuffer());
   if (!json)
     return fail("not JSON: " + llvm::toString(json.takeError()));
+  if (std::optional<std::string> twice =
+          fsdp::duplicateJSONKey((*buffer)->getBuffer()))
+    return fail("key '" + *twice + "' is given twice");
   const llvm::json::Object *object = json->getAsObject();
   if (!object)
     return fail("not a JSON object");
@@ -122,16 +130,22 @@ FailureOr<MachineRates> fsdp::loadMachine(StringRef nameOrFile,
                 "non-empty string");
   m.name = name->str();
   std::optional<int64_t> ranks = object->getInteger(machine::kRanksKey);
-  if (!ranks || *ranks < 1)
-    return fail(Twine("'") + machine::kRanksKey + "' is missing or not a "
-                "positive integer");
+  if (!ranks || *ranks < 1 || *ranks > kMaxMachineRanks)
+    return fail(Twine("'") + machine::kRanksKey + "' is missing or not an "
+                "integer from 1 to " + Twine(kMaxMachineRanks));
   m.ranks = *ranks;
   for (size_t k = 0; k < std::size(kRateFields); ++k) {
     StringRef key = machine::kRateKeys[k].key;
     std::optional<double> value = object->getNumber(key);
-    if (!value || !std::isfinite(*value) || *value <= 0)
+    // Rates per second within what any machine measures (a byte a second
+    // to 10^18); times from a picosecond to an hour. Beyond them a
+    // predicted time overflows or underflows.
+    bool perSecond = key.ends_with("_per_s");
+    double low = perSecond ? 1 : 1e-12, high = perSecond ? 1e18 : 3600;
+    if (!value || !(*value >= low && *value <= high))
       return fail("'" + key + "' (" + machine::kRateKeys[k].meaning +
-                  ") is missing or not a positive number");
+                  ") is missing or not a number from " +
+                  (perSecond ? "1 to 1e18" : "1e-12 to 3600"));
     m.*kRateFields[k] = *value;
   }
   std::optional<double> overlap = object->getNumber(machine::kOverlapKey);

@@ -10,6 +10,7 @@
 
 #include "fsdp/Config/AccelerateConfig.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "fsdp/Support/Files.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -709,12 +710,12 @@ llvm::Error Reader::readWrapClasses(const Entry &entry,
 
 llvm::Expected<AccelerateConfig>
 fsdp::readAccelerateConfig(llvm::StringRef path) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      readInputFile(path, kMaxSettingsFileBytes);
   if (!buffer)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "cannot read config file '" + path +
-                                       "': " + buffer.getError().message());
+                                   "cannot read config file '" + path + "': " +
+                                       llvm::toString(buffer.takeError()));
   AccelerateConfig config;
   if (llvm::Error err = Reader(path).read((*buffer)->getBuffer(), config))
     return err;

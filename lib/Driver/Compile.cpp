@@ -10,6 +10,7 @@
 #include "fsdp/Driver/Compile.h"
 #include "fsdp/Analysis/MemoryModel.h"
 #include "fsdp/Import/Import.h"
+#include "fsdp/Support/Files.h"
 #include "fsdp/Target/Plan/PlanEmitter.h"
 #include "fsdp/Transforms/Report.h"
 
@@ -556,6 +557,10 @@ FailureOr<InputFileKind> modelFileKind(const std::string &inputFilename) {
     return InputFileKind::Other;
   if (!llvm::sys::fs::exists(inputFilename))
     return error("no such file: '" + inputFilename + "'");
+  // A pipe or a device as the model would block or never end.
+  if (llvm::Error err = checkInputFile(inputFilename))
+    return error("cannot read '" + inputFilename +
+                 "': " + llvm::toString(std::move(err)));
   switch (classifyInputFile(inputFilename)) {
   case InputFileKind::TorchScript:
     return InputFileKind::TorchScript;
@@ -588,6 +593,10 @@ FailureOr<InputFileKind> modelFileKind(const std::string &inputFilename) {
 int runMlirOpt(const std::string &inputFilename,
                const std::string &outputFilename, DialectRegistry &registry,
                const MlirOptMainConfig &config) {
+  if (inputFilename != "-")
+    if (llvm::Error err = checkInputFile(inputFilename))
+      return failed(error("cannot read '" + inputFilename +
+                          "': " + llvm::toString(std::move(err))));
   std::string message;
   std::unique_ptr<llvm::MemoryBuffer> file =
       openInputFile(inputFilename, &message);

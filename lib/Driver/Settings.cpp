@@ -11,6 +11,10 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 
+#include <cmath>
+#include <limits>
+#include <sstream>
+
 using namespace mlir;
 using namespace fsdp;
 using namespace fsdp::driver;
@@ -302,6 +306,27 @@ LogicalResult fsdp::driver::resolveOptions(CompileOptions &o) {
 
 namespace {
 
+/// `value` as C++ streams print it (1e-08, inf, nan).
+std::string number(double value) {
+  std::ostringstream os;
+  os << value;
+  return os.str();
+}
+
+/// A floating-point training flag must be a finite number (an inf or nan
+/// makes no step PyTorch takes, and a plan cannot write it as JSON); other
+/// flags pass.
+template <typename T>
+LogicalResult checkFinite(const char *, const T &) {
+  return success();
+}
+LogicalResult checkFinite(const char *flag, double value) {
+  if (std::isfinite(value))
+    return success();
+  return error(llvm::Twine("--") + flag + " must be a finite number, not " +
+               number(value));
+}
+
 /// The first flag of `flags` given, or null.
 const char *firstGiven(const CompileOptions &o,
                        std::initializer_list<const char *> flags) {
@@ -327,6 +352,33 @@ LogicalResult fsdp::driver::checkTrainOptions(const CompileOptions &o) {
   }
   if (!o.given("optimizer"))
     return error("--loss needs --optimizer sgd|adam|adamw");
+#define FSDP_TRAIN_OPTION(TYPE, FIELD, FLAG, NAME, DEFAULT, HELP)             \
+  if (failed(checkFinite(FLAG, t.FIELD)))                                      \
+    return failure();
+#include "fsdp/Transforms/StepOptions.def"
+  // torch.optim's own checks ("Invalid learning rate", ...).
+  struct Range {
+    const char *flag;
+    double value, min, max;
+    bool maxOpen;
+  };
+  double inf = std::numeric_limits<double>::infinity();
+  for (Range r : {Range{"lr", t.lr, 0, inf, false},
+                  Range{"eps", t.eps, 0, inf, false},
+                  Range{"beta1", t.beta1, 0, 1, true},
+                  Range{"beta2", t.beta2, 0, 1, true},
+                  Range{"momentum", t.momentum, 0, inf, false},
+                  Range{"max-grad-norm", t.maxGradNorm, 0, inf, false},
+                  Range{"init-scale", t.initScale, 0, inf, false}})
+    if (o.given(r.flag) &&
+        (r.value < r.min || (r.maxOpen ? r.value >= r.max : r.value > r.max)))
+      return error(std::string("--") + r.flag + " must be at least " +
+                   number(r.min) +
+                   (r.max == inf ? "" : " and below " + number(r.max)) +
+                   ", not " + number(r.value));
+  if (o.given("weight-decay") && t.weightDecay < 0)
+    return error("--weight-decay must be at least 0, not " +
+                 number(t.weightDecay));
   std::optional<OptimizerKind> kind = symbolizeOptimizerKind(t.optimizer);
   if (!kind)
     return error("unknown optimizer '" + t.optimizer +

@@ -20,6 +20,27 @@
 // DAMPENING: error: --dampening applies to --optimizer sgd, not adam
 // WARMUP: error: --warmup-steps needs --lr-schedule constant|linear|cosine
 // UNKNOWN: error: unknown optimizer 'rmsprop': expected sgd, adam or adamw
+// A value that is not a finite number, or out of torch.optim's range: a
+// plan with "lr": inf is not even JSON.
+// RUN: not fsdp-opt %s --loss mse --target t:2x3xf32 --optimizer sgd --lr inf -o %t.out 2>&1 | FileCheck %s --check-prefix=LRINF
+// RUN: not fsdp-opt %s --loss mse --target t:2x3xf32 --optimizer sgd --weight-decay inf 2>&1 | FileCheck %s --check-prefix=WDINF
+// RUN: not fsdp-opt %s --loss mse --target t:2x3xf32 --optimizer adam --eps inf 2>&1 | FileCheck %s --check-prefix=EPSINF
+// RUN: not fsdp-opt %s --loss mse --target t:2x3xf32 --optimizer sgd --momentum inf 2>&1 | FileCheck %s --check-prefix=MOMINF
+// RUN: not fsdp-opt %s --loss mse --target t:2x3xf32 --optimizer sgd --dampening nan 2>&1 | FileCheck %s --check-prefix=DAMPNAN
+// RUN: not fsdp-opt %s --loss mse --target t:2x3xf32 --optimizer sgd --max-grad-norm nan 2>&1 | FileCheck %s --check-prefix=NORMNAN
+// RUN: not fsdp-opt %s --loss mse --target t:2x3xf32 --optimizer sgd --lr -0.1 2>&1 | FileCheck %s --check-prefix=LRNEG
+// RUN: not fsdp-opt %s --loss mse --target t:2x3xf32 --optimizer adam --beta2 1 2>&1 | FileCheck %s --check-prefix=BETA2
+// RUN: not fsdp-opt %s --loss mse --target t:2x3xf32 --optimizer adamw --weight-decay -1 2>&1 | FileCheck %s --check-prefix=WDNEG
+// RUN: not test -e %t.out
+// LRINF: error: --lr must be a finite number, not inf
+// WDINF: error: --weight-decay must be a finite number, not inf
+// EPSINF: error: --eps must be a finite number, not inf
+// MOMINF: error: --momentum must be a finite number, not inf
+// DAMPNAN: error: --dampening must be a finite number, not nan
+// NORMNAN: error: --max-grad-norm must be a finite number, not nan
+// LRNEG: error: --lr must be at least 0, not -0.1
+// BETA2: error: --beta2 must be at least 0 and below 1, not 1
+// WDNEG: error: --weight-decay must be at least 0, not -1
 module {
   fsdp.param @fc.weight : tensor<3x4xf32> in "fc" : "torch.nn.modules.linear.Linear"
   func.func @forward(%x: tensor<2x4xf32> {fsdp.name = "x"}) -> tensor<2x3xf32> {

@@ -7,8 +7,10 @@
 #include "StepBuilder.h"
 
 #include "fsdp/Dialect/ATen/IR/ATenBuilder.h"
+#include "fsdp/Support/JSON.h"
 #include "fsdp/Target/Plan/PlanTypes.h"
 #include "fsdp/runtime/Plan.h"
+#include "fsdp/runtime/PlanOperators.h"
 
 #include "llvm/Support/JSON.h"
 
@@ -91,7 +93,27 @@ at::Tensor StepBuilder::metaTensor(RankedTensorType type, Location loc) {
                        .device(at::kMeta));
 }
 
+void StepBuilder::checkConstantSize(llvm::ArrayRef<int64_t> shape,
+                                    at::ScalarType dtype, Location loc) {
+  int64_t bytes = int64_t(c10::elementSize(dtype));
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(bytes, d, &bytes))
+      bytes = std::numeric_limits<int64_t>::max();
+  if (bytes <= kMaxConstantBytes)
+    return;
+  std::string type;
+  llvm::raw_string_ostream os(type);
+  os << RankedTensorType::get(shape, elementType(dtype, loc));
+  fail(loc, "a constant of the step, " + type + ", holds " +
+                std::to_string(bytes >> 20) + " MiB; a plan keeps constants "
+                "of at most " + std::to_string(kMaxConstantBytes >> 20) +
+                " MiB: register a tensor that large as a buffer of the model");
+}
+
 Value StepBuilder::materialize(const at::Tensor &constant, Location loc) {
+  // Checked before anything is copied: a stride-0 record declared large
+  // holds a few bytes and would expand to its whole size here.
+  checkConstantSize(constant.sizes(), constant.scalar_type(), loc);
   at::Tensor t = constant.contiguous().cpu();
   RankedTensorType type = tensorType(t, loc);
   DenseElementsAttr value;
@@ -629,8 +651,116 @@ std::string fsdp::import::overloadName(const c10::FunctionSchema &schema) {
   return overload;
 }
 
+/// The most ATen calls a model's forward may unroll to (loops on constants
+/// are unrolled): well above the largest models' (a 48-layer GPT has about
+/// 3,000; an LSTM unrolled over 512 steps, 20,000), and what compiles, with
+/// the backward, in a few GB.
+constexpr int64_t kMaxCalls = 50000;
+
+/// A `Device` or `Device?` argument.
+static bool isDeviceType(const c10::TypePtr &type) {
+  if (auto optional = type->cast<c10::OptionalType>())
+    return optional->getElementType()->kind() == c10::TypeKind::DeviceObjType;
+  return type->kind() == c10::TypeKind::DeviceObjType;
+}
+
+bool StepBuilder::mayFold(const c10::FunctionSchema &schema) {
+  if (aten::hasFact(schema.name(), aten::OpFact::Uninitialized) ||
+      aten::hasFact(schema.name(), aten::OpFact::Random))
+    return false;
+  for (const c10::Argument &r : schema.returns())
+    if (r.type()->isSubtypeOf(*c10::TensorType::get()) ||
+        r.type()->isSubtypeOf(*c10::ListType::ofTensors()) ||
+        r.type()->isSubtypeOf(*c10::OptionalType::ofTensor()))
+      // TorchScript's torch.tensor(values) makes a tensor from Python
+      // numbers alone: no plan calls it, and it touches nothing else.
+      return fsdp::runtime::isPlanOperator(overloadName(schema)) ||
+             schema.name() == "aten::tensor" ||
+             schema.name() == "aten::as_tensor";
+  return true;
+}
+
+bool StepBuilder::foldFits(const c10::FunctionSchema &schema,
+                           const Stack &stack,
+                           const std::function<void(Stack &)> &run) {
+  bool makesTensors = llvm::any_of(schema.returns(), [](const c10::Argument &r) {
+    return r.type()->kind() != c10::TypeKind::IntType &&
+           r.type()->kind() != c10::TypeKind::FloatType &&
+           r.type()->kind() != c10::TypeKind::BoolType &&
+           r.type()->kind() != c10::TypeKind::NumberType;
+  });
+  if (!makesTensors)
+    return true;
+  // The same call on meta tensors, made on the meta device.
+  Stack meta;
+  auto toMeta = [](const c10::IValue &v) -> c10::IValue {
+    if (v.isTensor())
+      return at::empty_strided(v.toTensor().sizes(), v.toTensor().strides(),
+                               v.toTensor().options().device(at::kMeta));
+    return v;
+  };
+  for (size_t i = 0; i < stack.size(); ++i) {
+    const c10::IValue &v = stack[i];
+    if (i < schema.arguments().size() &&
+        isDeviceType(schema.arguments()[i].real_type())) {
+      meta.push_back(c10::Device(at::kMeta));
+    } else if (v.isTensorList()) {
+      std::vector<at::Tensor> list;
+      for (const at::Tensor &t : v.toTensorVector())
+        list.push_back(toMeta(t).toTensor());
+      meta.push_back(c10::List<at::Tensor>(list));
+    } else {
+      meta.push_back(toMeta(v));
+    }
+  }
+  auto small = [](const c10::IValue &r) {
+    if (r.isTensor())
+      return r.toTensor().numel() <= kMaxFoldElements;
+    if (r.isTensorList())
+      return llvm::all_of(r.toTensorVector(), [](const at::Tensor &t) {
+        return t.numel() <= kMaxFoldElements;
+      });
+    return true;
+  };
+  try {
+    run(meta);
+    return llvm::all_of(meta, small);
+  } catch (const std::exception &) {
+  }
+  // No meta kernel (floor_divide has none in C++): ATen's shape function
+  // says, where there is one; else small tensor inputs make small results
+  // (an op without tensor inputs, a factory, is not run).
+  if (auto shapes = shapesFromShapeFunction(schema, stack))
+    return llvm::all_of(*shapes, [](const std::vector<int64_t> &shape) {
+      return numelOf(shape) <= kMaxFoldElements;
+    });
+  bool anyTensor = false;
+  for (const c10::IValue &v : stack) {
+    anyTensor |= v.isTensor() || v.isTensorList();
+    if (!small(v))
+      return false;
+  }
+  return anyTensor;
+}
+
+at::Tensor StepBuilder::typeOnlyInput(RankedTensorType type, Location loc) {
+  return at::zeros({}, at::TensorOptions().dtype(
+                           scalarType(type.getElementType(), loc)))
+      .expand(type.getShape().vec());
+}
+
 std::vector<AbsValue> StepBuilder::emitCall(CallSite &site) {
   const c10::FunctionSchema &schema = site.schema;
+  // Only what a plan may call is typed (run on meta tensors) and emitted.
+  if (!fsdp::runtime::isPlanOperator(site.overload))
+    fail(site.loc, site.overload + " is not an operator fsdp-run runs from a "
+                   "plan (its kernel trusts its arguments, reads or writes "
+                   "files, or is not an ATen operator): rewrite the model "
+                   "without it");
+  if (++callsEmitted > kMaxCalls)
+    fail(site.loc, "the step unrolls to more than " + std::to_string(kMaxCalls) +
+                       " ATen calls (a loop with a constant trip count is "
+                       "unrolled): fsdp-opt compiles steps up to that size");
   site.mutated = mutatedArguments(site);
   // The shape of these results depends on tensor data.
   if (aten::hasFact(schema.name(), aten::OpFact::DataDependentShape))
@@ -713,6 +843,9 @@ CallArguments StepBuilder::callArguments(const CallSite &site) {
     const c10::TypePtr &type = site.argTypes[i];
     const AbsValue &a = *site.args[i];
     out.stack.push_back(toIValue(a, type, /*meta=*/true, site.loc));
+    // A factory is typed on the meta device too (its tensor is not made).
+    if (isDeviceType(arg.real_type()))
+      out.stack.back() = c10::Device(at::kMeta);
     std::string what = "argument '" + arg.name() + "' of " + site.overload;
     if (Value tensor = tensorValue(a, site.loc)) {
       out.operands.push_back(tensor);
@@ -1078,7 +1211,10 @@ LogicalResult StepBuilder::setComputeTypes(const ImportOptions &options,
 StepBuilder::StoredMetadata
 StepBuilder::readStoredMetadata(const std::string &text, Location fileLoc) {
   StoredMetadata stored;
-  auto json = llvm::json::parse(text);
+  auto json = parseJSON(text);
+  if (!json)
+    fail(fileLoc, std::string("malformed ") + kMetadataExtraFile + " in '" +
+                      path + "': " + llvm::toString(json.takeError()));
   const llvm::json::Array *inputs = nullptr;
   if (json)
     if (auto *object = json->getAsObject()) {

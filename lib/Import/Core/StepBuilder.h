@@ -191,6 +191,13 @@ protected:
   mlir::RankedTensorType tensorType(const at::Tensor &t, mlir::Location loc);
   at::Tensor metaTensor(mlir::RankedTensorType type, mlir::Location loc);
   mlir::Value materialize(const at::Tensor &constant, mlir::Location loc);
+  /// The most bytes one constant of the step may hold (a mask, a table of
+  /// positions); a larger tensor belongs in the model's state, a buffer.
+  static constexpr int64_t kMaxConstantBytes = int64_t(64) << 20;
+  /// Fails at `loc` where a constant of `shape` and `dtype` would hold more
+  /// than kMaxConstantBytes, before anything is read or copied.
+  void checkConstantSize(llvm::ArrayRef<int64_t> shape, at::ScalarType dtype,
+                         mlir::Location loc);
   /// The SSA tensor `abs` stands for (a constant tensor is materialized), or
   /// null if it is not a tensor.
   mlir::Value tensorValue(const AbsValue &abs, mlir::Location loc);
@@ -245,8 +252,31 @@ protected:
   /// The value of the state `fqn` (any of its names) in the step.
   mlir::Value stateValue(const std::string &fqn, mlir::Location loc);
 
+  // Folding: what a front end computes at compile time.
+  /// The most elements a folded tensor keeps (larger results are calls of
+  /// the step).
+  static constexpr int64_t kMaxFoldElements = int64_t(1) << 16;
+  /// Whether the op of `schema` may run on constants here: not random, not
+  /// reading uninitialized memory, and, where it makes a tensor, an
+  /// operator plans may call (none reads or writes files, shared memory or
+  /// other process state: aten::from_file never runs here).
+  bool mayFold(const c10::FunctionSchema &schema);
+  /// Whether running `run` on `stack` (the call's constant arguments, in
+  /// schema order) makes results small enough to keep as constants (at most
+  /// kMaxFoldElements each). It runs the op on meta tensors first, so
+  /// nothing is computed that would not be kept; false where it has no
+  /// meta kernel.
+  bool foldFits(const c10::FunctionSchema &schema, const Stack &stack,
+                const std::function<void(Stack &)> &run);
+  /// The input of a factory that reads only its input's type (zeros_like,
+  /// new_zeros): zeros of that type without its memory (one element,
+  /// expanded).
+  at::Tensor typeOnlyInput(mlir::RankedTensorType type, mlir::Location loc);
+
   // An op call.
-  /// Emits the call, and returns what each of its outputs binds to.
+  /// Emits the call, and returns what each of its outputs binds to. Only
+  /// operators a plan may call are emitted (and typed: an op is never run
+  /// here, not even on meta tensors, unless a plan may call it).
   std::vector<AbsValue> emitCall(CallSite &site);
   /// Under mixed precision, a filling factory's float32 dtype argument `a`
   /// of `schema`'s argument `i` is the compute dtype: see argument().
@@ -331,6 +361,8 @@ private:
   mlir::Operation *lastRead = nullptr;
   // Overloads whose meta call failed once.
   llvm::StringSet<> noMetaKernel;
+  // The calls emitted so far (bounded: kMaxCalls).
+  int64_t callsEmitted = 0;
   // The param dtype as a ScalarType argument (computeDtypeArgument).
   AbsValue computeDtype;
 };

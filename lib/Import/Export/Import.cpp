@@ -18,15 +18,18 @@
 
 #include "fsdp/Dialect/ATen/IR/OpTable.h"
 #include "fsdp/runtime/ModelArchive.h"
+#include "fsdp/Support/JSON.h"
 #include "fsdp/runtime/Plan.h"
 
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
+#include <algorithm>
 #include <limits>
 #include <map>
 
@@ -99,6 +102,7 @@ private:
   void bindOutputs(const json::Object &node, std::vector<AbsValue> outputs,
                    Location loc);
   Location locationOf(const json::Object &node);
+  Location locate(const json::Object &node);
 
   const AbsValue &lookup(llvm::StringRef name, Location loc);
   void bind(llvm::StringRef name, AbsValue abs) {
@@ -123,6 +127,17 @@ private:
     size_t index = 0;
   };
   std::vector<Scope> scopes;
+  /// The names a region's graph reads from outside it (read by its nodes,
+  /// its regions' included, or returned, and not defined in it), computed
+  /// once per graph: a node holding the region reads them.
+  const std::vector<std::string> &freeNames(const json::Object &graph);
+  /// Records in `lastUse` that the node at `index` reads the names in `v`
+  /// (a region's free names where `v` holds its graph).
+  void indexUses(const json::Value &v, size_t index,
+                 llvm::StringMap<size_t> &lastUse);
+  llvm::DenseMap<const json::Object *, std::vector<std::string>> freeNamesOf;
+  // Each node's location, once computed (a region's is its first node's).
+  llvm::DenseMap<const json::Object *, Location> locations;
   // The placeholders, by name, in the graph's order.
   std::vector<std::string> placeholderOrder;
   llvm::StringMap<Placeholder> placeholders;
@@ -171,7 +186,7 @@ const json::Object &ExportImporter::readProgram(Location fileLoc) {
                       " (fsdp-opt reads the program torch.export.save names "
                       "'model')");
   }
-  auto parsed = json::parse(text);
+  auto parsed = parseJSON(text);
   if (!parsed) {
     std::string error = llvm::toString(parsed.takeError());
     fail(fileLoc, "'" + path + "': models/model.json is not JSON: " + error);
@@ -515,6 +530,9 @@ const AbsValue &ExportImporter::lookup(llvm::StringRef name, Location loc) {
     if (!entry)
       fail(loc, "the archive has no values for constant '" + p->second.fqn +
                     "'");
+    // Before it is read: a record of a few bytes may declare a large
+    // tensor with strides 0.
+    checkConstantSize(entry->sizes, entry->dtype, loc);
     at::Tensor value = archive->read(*entry);
     valuesRead.push_back({p->second.fqn, static_cast<int64_t>(value.nbytes())});
     return env[name.str()] = AbsValue::ofConstant(value);
@@ -545,6 +563,15 @@ void ExportImporter::replaceEverywhere(Value old, Value updated) {
 /// node's stack trace, or the innermost one; named by the path of the
 /// module whose code the node is (the last entry of its nn_module_stack).
 Location ExportImporter::locationOf(const json::Object &node) {
+  auto known = locations.find(&node);
+  if (known != locations.end())
+    return known->second;
+  Location loc = locate(node);
+  locations.try_emplace(&node, loc);
+  return loc;
+}
+
+Location ExportImporter::locate(const json::Object &node) {
   Location loc = UnknownLoc::get(context);
   const json::Object *metadata = node.getObject("metadata");
   if (!metadata || !metadata->getString("stack_trace")) {
@@ -817,25 +844,64 @@ bool ExportImporter::visitSymbolic(const json::Object &node,
     return false;
   llvm::StringRef op = target.drop_front(strlen("_operator."));
   c10::IValue a = input(0);
+  // Python's integers do not overflow; a symbolic size beyond 64 bits is
+  // no size a plan can have.
+  auto overflow = [&]() -> int64_t {
+    fail(loc, target + ": the result does not fit in 64 bits");
+  };
   if (op == "neg" || op == "not_") {
-    bindOne(op == "neg" ? c10::IValue(-a.toInt()) : c10::IValue(!a.toBool()));
+    if (op == "not_") {
+      bindOne(!a.toBool());
+      return true;
+    }
+    int64_t negated = 0;
+    if (__builtin_sub_overflow(int64_t(0), a.toInt(), &negated))
+      overflow();
+    bindOne(negated);
     return true;
   }
   c10::IValue b = input(1);
   if (a.isInt() && b.isInt()) {
     int64_t x = a.toInt(), y = b.toInt();
+    // Python's floor division and modulo (rounding toward negative
+    // infinity; the remainder takes the divisor's sign).
     auto floorDiv = [&] {
       if (y == 0)
         fail(loc, target + ": division by zero");
+      if (x == std::numeric_limits<int64_t>::min() && y == -1)
+        overflow();
       int64_t q = x / y;
       return (x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;
     };
+    auto floorMod = [&] {
+      if (y == 0)
+        fail(loc, target + ": division by zero");
+      if (y == -1)
+        return int64_t(0);
+      int64_t m = x % y;
+      return (m != 0 && ((m < 0) != (y < 0))) ? m + y : m;
+    };
+    auto checked = [&](bool (*f)(int64_t, int64_t, int64_t *)) {
+      int64_t out = 0;
+      if (f(x, y, &out))
+        overflow();
+      return out;
+    };
     std::optional<c10::IValue> r;
-    if (op == "add") r = x + y;
-    else if (op == "sub") r = x - y;
-    else if (op == "mul") r = x * y;
+    if (op == "add")
+      r = checked([](int64_t p, int64_t q, int64_t *o) {
+        return __builtin_add_overflow(p, q, o);
+      });
+    else if (op == "sub")
+      r = checked([](int64_t p, int64_t q, int64_t *o) {
+        return __builtin_sub_overflow(p, q, o);
+      });
+    else if (op == "mul")
+      r = checked([](int64_t p, int64_t q, int64_t *o) {
+        return __builtin_mul_overflow(p, q, o);
+      });
     else if (op == "floordiv") r = floorDiv();
-    else if (op == "mod") r = x - floorDiv() * y;
+    else if (op == "mod") r = floorMod();
     else if (op == "eq") r = x == y;
     else if (op == "ne") r = x != y;
     else if (op == "lt") r = x < y;
@@ -952,33 +1018,31 @@ std::optional<std::vector<AbsValue>>
 ExportImporter::foldOnConstants(const c10::OperatorHandle &op,
                                 std::vector<AbsValue> &args, Location loc) {
   const c10::FunctionSchema &schema = op.schema();
-  if (op.hasTag(at::Tag::nondeterministic_seeded) ||
-      aten::hasFact(schema.name(), aten::OpFact::Uninitialized))
+  if (op.hasTag(at::Tag::nondeterministic_seeded) || !mayFold(schema))
     return std::nullopt;
   bool typeOnly = aten::hasFact(schema.name(), aten::OpFact::TypeOnlyFactory);
   Stack stack;
   for (size_t i = 0; i < args.size(); ++i) {
     const AbsValue &a = computeDtypeArgument(schema, i, args[i], loc);
     if (typeOnly && i == 0 && a.isTensor()) {
-      auto type = cast<RankedTensorType>(a.tensor.getType());
-      stack.push_back(at::zeros(
-          type.getShape().vec(),
-          at::TensorOptions().dtype(scalarType(type.getElementType(), loc))));
+      stack.push_back(
+          typeOnlyInput(cast<RankedTensorType>(a.tensor.getType()), loc));
     } else if (a.isFullyConstant()) {
       stack.push_back(toIValue(a, schema.arguments()[i].type(), false, loc));
     } else {
       return std::nullopt;
     }
   }
+  // Its results' sizes first, on meta tensors: nothing is computed that
+  // would not be kept.
+  if (!foldFits(schema, stack, [&](Stack &s) { op.callBoxed(s); }))
+    return std::nullopt;
   try {
     op.callBoxed(stack);
   } catch (const c10::Error &e) {
     fail(loc, "evaluating " + overloadName(schema) + " on constants failed: " +
                   e.what_without_backtrace());
   }
-  for (const c10::IValue &r : stack)
-    if (r.isTensor() && r.toTensor().numel() > (1 << 16))
-      return std::nullopt;
   std::vector<AbsValue> outputs;
   for (const c10::IValue &r : stack)
     outputs.push_back(r.isTensorList()
@@ -1050,20 +1114,62 @@ void ExportImporter::bindOutputs(const json::Object &node,
 
 /// Records the last node that reads each value (an output: past the last).
 /// A region's subgraph is read by the node that holds it.
-static void indexUses(const json::Value &v, size_t index,
-                      llvm::StringMap<size_t> &lastUse) {
+void ExportImporter::indexUses(const json::Value &v, size_t index,
+                               llvm::StringMap<size_t> &lastUse) {
   if (const json::Object *o = v.getAsObject()) {
     for (const auto &member : *o) {
-      if ((member.first == "name" || member.first == "as_name") &&
-          member.second.getAsString())
+      if (member.first == "as_graph") {
+        // A region: what it reads from outside, computed once (walking
+        // its whole body at each level made nesting quadratic).
+        const json::Object *body = member.second.getAsObject();
+        if (const json::Object *graph = body ? body->getObject("graph") : nullptr)
+          for (const std::string &name : freeNames(*graph))
+            lastUse[name] = index;
+      } else if ((member.first == "name" || member.first == "as_name") &&
+                 member.second.getAsString()) {
         lastUse[*member.second.getAsString()] = index;
-      else
+      } else {
         indexUses(member.second, index, lastUse);
+      }
     }
   } else if (const json::Array *a = v.getAsArray()) {
     for (const json::Value &e : *a)
       indexUses(e, index, lastUse);
   }
+}
+
+const std::vector<std::string> &
+ExportImporter::freeNames(const json::Object &graph) {
+  auto found = freeNamesOf.find(&graph);
+  if (found != freeNamesOf.end())
+    return found->second;
+  llvm::StringMap<size_t> read;
+  llvm::StringSet<> defined;
+  auto define = [&](const json::Value &v) {
+    llvm::StringMap<size_t> names;
+    indexUses(v, 0, names);
+    for (const auto &entry : names)
+      defined.insert(entry.first());
+  };
+  if (const json::Array *inputs = graph.getArray("inputs"))
+    for (const json::Value &in : *inputs)
+      define(in);
+  if (const json::Array *nodes = graph.getArray("nodes"))
+    for (const json::Value &n : *nodes)
+      if (const json::Object *node = n.getAsObject()) {
+        if (const json::Value *inputs = node->get("inputs"))
+          indexUses(*inputs, 0, read);
+        if (const json::Value *outputs = node->get("outputs"))
+          define(*outputs);
+      }
+  if (const json::Value *outputs = graph.get("outputs"))
+    indexUses(*outputs, 0, read);
+  std::vector<std::string> free;
+  for (const auto &entry : read)
+    if (!defined.contains(entry.first()))
+      free.push_back(entry.first().str());
+  std::sort(free.begin(), free.end());
+  return freeNamesOf[&graph] = std::move(free);
 }
 
 /// Visits the nodes of `graph` in the innermost scope, which it indexes.

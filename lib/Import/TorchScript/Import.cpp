@@ -1283,35 +1283,48 @@ void Importer::visitOperator(jit::Node *node) {
 /// Factories that read only the type of their tensor input (new_zeros,
 /// zeros_like, ...) make a constant: masks built from them stay constants.
 bool Importer::foldTypeOnlyFactory(jit::Node *node, Location loc) {
+  const c10::FunctionSchema &schema = node->schema();
+  if (!mayFold(schema))
+    return false;
   jit::Stack stack;
   for (size_t i = 0; i < node->inputs().size(); ++i) {
     AbsValue &a = lookup(node->inputs()[i]);
     if (i == 0 && a.isTensor()) {
-      auto type = cast<RankedTensorType>(a.tensor.getType());
-      stack.push_back(at::zeros(
-          type.getShape().vec(),
-          at::TensorOptions().dtype(scalarType(type.getElementType(), loc))));
+      stack.push_back(
+          typeOnlyInput(cast<RankedTensorType>(a.tensor.getType()), loc));
     } else if (a.isFullyConstant()) {
       stack.push_back(toIValue(a, node->inputs()[i]->type(), false, loc));
     } else {
       return false;
     }
   }
-  node->getOperation()(stack);
-  if (!stack[0].isTensor() || stack[0].toTensor().numel() > (1 << 16))
+  jit::Operation op = node->getOperation();
+  if (!foldFits(schema, stack, [&](jit::Stack &s) { op(s); }))
+    return false;
+  op(stack);
+  if (!stack[0].isTensor())
     return false;
   bind(node->output(), fromIValue(stack[0]));
   return true;
 }
 
 /// All inputs are compile-time constants: the JIT computes the result,
-/// unless it is random or too large to keep as a constant. Uninitialized
-/// memory is no constant: aten::empty and friends run.
+/// unless it is random, reads uninitialized memory (aten::empty and
+/// friends run), is an operator a plan may not call, or makes a tensor too
+/// large to keep as a constant (known before it runs).
 bool Importer::foldOnConstants(jit::Node *node, Location loc) {
   const c10::FunctionSchema &schema = node->schema();
-  if (node->isNondeterministic() ||
-      aten::hasFact(schema.name(), aten::OpFact::Uninitialized))
+  if (node->isNondeterministic() || !mayFold(schema))
     return false;
+  if (!schema.is_vararg()) {
+    jit::Stack stack;
+    for (size_t i = 0; i < node->inputs().size(); ++i)
+      stack.push_back(toIValue(argument(node, i), node->inputs()[i]->type(),
+                               /*meta=*/false, loc));
+    jit::Operation op = node->getOperation();
+    if (!foldFits(schema, stack, [&](jit::Stack &s) { op(s); }))
+      return false;
+  }
   try {
     evaluateConstant(node);
   } catch (const c10::Error &e) {
@@ -1322,11 +1335,7 @@ bool Importer::foldOnConstants(jit::Node *node, Location loc) {
     fail(loc, "evaluating " + schema.name() + " on constants failed: " +
                   firstLine(e.what()));
   }
-  return llvm::all_of(node->outputs(), [&](jit::Value *out) {
-    AbsValue &a = lookup(out);
-    return !a.isConstant() || !a.constant.isTensor() ||
-           a.constant.toTensor().numel() <= (1 << 16);
-  });
+  return true;
 }
 
 /// True if `value` is, or holds in a list or tuple, a tensor.
