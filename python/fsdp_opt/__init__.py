@@ -31,10 +31,14 @@ FsdpOptError with the tool's message. Needs torch 2.x (the project's .venv
 has 2.11).
 """
 
+import errno
+import io
 import json
 import os
+import stat
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import torch
@@ -213,14 +217,45 @@ def load_into(module, saved, strict=True):
     return module.load_state_dict(state, strict=strict)
 
 
+def _read_checkpoint_file(path, limit):
+    """A checkpoint's file, as fsdp-run reads it: a regular file (not a
+    symbolic link, a pipe or a device, which could point outside the
+    checkpoint, block or never end) of at most `limit` bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        why = ("it is a symbolic link, which a checkpoint's files are not"
+               if e.errno == errno.ELOOP else e.strerror)
+        raise FsdpOptError(f"cannot read '{path}': {why}") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise FsdpOptError(f"cannot read '{path}': not a regular file")
+        if info.st_size > limit:
+            raise FsdpOptError(f"cannot read '{path}': {info.st_size} bytes, "
+                               f"more than the {limit} it may hold")
+        return f.read()
+
+
 def _checkpoint_dir(path):
-    """The checkpoint `path` names: itself, or the one its `latest` names."""
+    """The checkpoint `path` names: itself, or the one its `latest` names,
+    by fsdp-run's rules: `latest` a regular file of at most 4 KiB naming a
+    directory of `path` (one name, no `/`), which holds a meta.json."""
     if os.path.exists(os.path.join(path, "meta.json")):
         return path
     latest = os.path.join(path, "latest")
-    if os.path.exists(latest):
-        with open(latest) as f:
-            return os.path.join(path, f.read().strip())
+    if os.path.lexists(latest):
+        name = _read_checkpoint_file(latest, 4096).decode("utf-8", "replace")
+        name = name.rstrip("\n ")
+        if (not name or name in (".", "..")
+                or not all(32 <= ord(c) < 127 and c != "/" for c in name)):
+            raise FsdpOptError(f"checkpoint directory '{path}': 'latest' does not "
+                               "name a checkpoint in it (a name like step-00000004)")
+        found = os.path.join(path, name)
+        if not os.path.exists(os.path.join(found, "meta.json")):
+            raise FsdpOptError(f"checkpoint directory '{path}': latest names "
+                               f"'{name}', which is not a checkpoint there")
+        return found
     raise FsdpOptError(f"{path} is not a checkpoint and holds none (no latest)")
 
 
@@ -232,14 +267,17 @@ def load_checkpoint(path, module, optimizer=None, strict=True):
     full optim state dict; mapped onto the optimizer's parameters by name).
     Returns the step the checkpoint was written after."""
     path = _checkpoint_dir(path)
-    with open(os.path.join(path, "meta.json")) as f:
-        meta = json.load(f)
+    meta = json.loads(_read_checkpoint_file(os.path.join(path, "meta.json"), 1 << 30))
     if meta.get("state_dict_type") != "FULL_STATE_DICT":
         raise FsdpOptError(f"{path} is a {meta.get('state_dict_type')} checkpoint: "
                            "only a FULL_STATE_DICT one loads into a module")
-    module.load_state_dict(torch.load(os.path.join(path, "model.pt")), strict=strict)
+    def load(name):
+        data = _read_checkpoint_file(os.path.join(path, name), sys.maxsize)
+        return torch.load(io.BytesIO(data))
+
+    module.load_state_dict(load("model.pt"), strict=strict)
     if optimizer is not None:
-        saved = torch.load(os.path.join(path, "optim.pt"))
+        saved = load("optim.pt")
         by_tensor = {}
         for name, p in module.named_parameters():
             by_tensor.setdefault(id(p), name)

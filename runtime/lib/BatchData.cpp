@@ -1,6 +1,7 @@
 //===- BatchData.cpp - the batches a run trains on -------------------------===//
 
 #include "fsdp/runtime/BatchData.h"
+#include "fsdp/runtime/Files.h"
 #include "fsdp/runtime/ModelArchive.h"
 
 #include <caffe2/serialize/inline_container.h>
@@ -28,10 +29,8 @@ c10::IValue readTorchSaveFile(const std::string &path) {
 
 /// The data file's dict name -> tensor.
 c10::impl::GenericDict readDataFile(const std::string &path) {
-  std::ifstream probe(path, std::ios::binary);
-  if (!probe)
-    throw Error("cannot open data file '" + path + "'");
-  probe.close();
+  // A pipe or a device would block or never end.
+  checkFile(path, "data file ");
   c10::IValue value;
   try {
     value = readTorchSaveFile(path);

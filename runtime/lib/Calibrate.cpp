@@ -76,10 +76,9 @@ struct Calibration {
   }
 };
 
-/// Seconds per instruction of a plan of `n` chained adds of 16 floats,
-/// written next to `near` and run by the executor.
-double perInstruction(Calibration &c, c10::Device device,
-                      const std::string &near, int n) {
+/// Seconds per instruction of a plan of `n` chained adds of 16 floats, run
+/// by the executor.
+double perInstruction(Calibration &c, c10::Device device, int n) {
   nlohmann::json instructions = nlohmann::json::array();
   for (int k = 0; k < n; ++k)
     instructions.push_back(
@@ -104,21 +103,8 @@ double perInstruction(Calibration &c, c10::Device device,
       {"inputs", {{{"dtype", "f32"}, {"name", "x"}, {"shape", {16}}, {"slot", 0}}}},
       {"outputs", {n}},
       {"instructions", instructions}};
-  std::string path = near + ".plan." + std::to_string(::getpid());
-  {
-    std::ofstream out(path);
-    out << plan.dump();
-    if (!out)
-      throw Error("cannot write '" + path + "'");
-  }
-  Plan loaded;
-  try {
-    loaded = loadPlan(path);
-  } catch (...) {
-    std::remove(path.c_str());
-    throw;
-  }
-  std::remove(path.c_str());
+  // Checked as a plan file is, never written to disk.
+  Plan loaded = parsePlan(plan.dump(), "--calibrate's microbenchmark");
   auto comm = createSingleRankCommunicator(device);
   Executor executor(loaded, comm.get());
   State state;
@@ -162,7 +148,7 @@ int calibrateMachine(const RunOptions &o, const RankInfo &info,
 
   // A kernel's fixed cost, as fsdp-run pays it: a plan of 1000 adds of 16
   // elements, each reading the last, run by the executor.
-  double overhead = perInstruction(c, device, o.calibrate, 1000);
+  double overhead = perInstruction(c, device, 1000);
 
   // Memory: adds of 4 MiB float32 tensors (each reads 8 MiB and writes 4),
   // in turn over 8 pairs, 64 MiB: a step streams through more tensors than
@@ -273,19 +259,10 @@ int calibrateMachine(const RunOptions &o, const RankInfo &info,
   if (world == 1)
     std::printf("  (one rank: the collective rates are not measured; plans "
                 "of one rank have no collective)\n");
-  // Whole or not at all: a temporary file renamed over the output.
-  std::string tmp = o.calibrate + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << file.dump(2) << "\n";
-    out.close();
-    if (!out)
-      throw Error("cannot write '" + tmp + "'");
-  }
-  if (std::rename(tmp.c_str(), o.calibrate.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw Error("cannot write '" + o.calibrate + "'");
-  }
+  // As fsdp-run writes --save: whole or not at all (a new file under an
+  // unpredictable name renamed over the output), a device written in place.
+  std::string text = file.dump(2) + "\n";
+  writeFileAtomically(o.calibrate, std::vector<char>(text.begin(), text.end()));
   std::printf("wrote %s\n", o.calibrate.c_str());
   return 0;
 }

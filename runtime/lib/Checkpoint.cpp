@@ -21,6 +21,8 @@
 #include <limits>
 #include <mutex>
 #include <sstream>
+#include <random>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,6 +45,14 @@ constexpr const char *kFormat = "fsdp-checkpoint";
 /// it holds (`_rank`); version 1 (without it) is still read.
 constexpr int64_t kVersion = 2;
 constexpr const char *kRankKey = "_rank";
+/// The key of the run id in a rank file: the id meta.json holds as "run"
+/// (16 hex digits), as one int64.
+constexpr const char *kRunKey = "_run";
+
+at::Tensor runTensor(const std::string &runId) {
+  return at::tensor(std::vector<int64_t>{
+      static_cast<int64_t>(std::stoull(runId, nullptr, 16))});
+}
 
 std::string stepDirName(int64_t step) {
   char name[32];
@@ -190,27 +200,92 @@ const char *stateDictTypeName(StateDictType type) {
 // Writing
 //===----------------------------------------------------------------------===//
 
+CheckpointDir CheckpointDir::claim(const std::string &path,
+                                   Communicator &comm) {
+  CheckpointDir claimed{path, ""};
+  // Rank 0's id, on every rank: a sum where the others give 0.
+  int64_t id = 0;
+  if (comm.rank() == 0) {
+    std::random_device random;
+    id = ((int64_t(random()) << 31) ^ int64_t(random())) &
+         ((int64_t(1) << 62) - 1);
+    std::error_code ec;
+    fs::create_directories(path, ec);
+    std::string lock = (fs::path(path) / ".lock").string();
+    // Held until the process ends (the descriptor is never closed): a run
+    // killed outright releases it with its process.
+    int fd = ::open(lock.c_str(),
+                    O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
+                    0644);
+    if (fd < 0)
+      throw Error("--checkpoint-dir '" + path + "': cannot open its lock '" +
+                  lock + "': " + std::strerror(errno));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      std::string holder;
+      char text[256] = {};
+      ssize_t n = ::pread(fd, text, sizeof(text) - 1, 0);
+      if (n > 0)
+        holder = std::string(text, static_cast<size_t>(n));
+      while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' '))
+        holder.pop_back();
+      ::close(fd);
+      throw Error("--checkpoint-dir '" + path + "' is in use by another run" +
+                  (holder.empty() ? std::string() : " (" + holder + ")") +
+                  ": two runs writing one checkpoint directory would mix "
+                  "their checkpoints; give this run another directory");
+    }
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    std::string holder = std::string(host) + " pid " +
+                         std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd, 0) != 0 ||
+        ::pwrite(fd, holder.data(), holder.size(), 0) !=
+            static_cast<ssize_t>(holder.size())) {
+      // The lock holds without its note; only the message names less.
+    }
+  }
+  at::Tensor sum = comm.allReduce(at::tensor({id}, at::TensorOptions()
+                                                       .dtype(at::kLong)
+                                                       .device(comm.device())),
+                                  CommGroup::World, /*mean=*/false)
+                       ->wait()
+                       .cpu();
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx",
+                static_cast<unsigned long long>(sum.item<int64_t>()));
+  claimed.runId = hex;
+  return claimed;
+}
+
 std::string writeCheckpoint(const Plan &plan, const State &state,
                             Communicator &comm, int64_t step,
-                            const std::string &dir, StateDictType type) {
+                            const CheckpointDir &claimed, StateDictType type) {
+  const std::string &dir = claimed.path;
   const bool lead = comm.rank() == 0;
   const std::string name = stepDirName(step);
   const std::string final = (fs::path(dir) / name).string();
-  const std::string tmp = (fs::path(dir) / ("." + name + ".tmp")).string();
+  // Named by the run: no two runs ever share a temporary directory.
+  const std::string tmp =
+      (fs::path(dir) / ("." + name + "." + claimed.runId + ".tmp")).string();
   if (lead) {
     std::error_code ec;
     fs::create_directories(dir, ec);
-    removeAll(tmp); // a write that crashed earlier
-    // And those of other steps, left by a run that was killed mid-write.
+    // Those of any step, left by a run that was killed mid-write (this run
+    // holds the directory's lock: no other is writing one).
     for (const fs::directory_entry &entry :
          fs::directory_iterator(dir, ec)) {
       std::string other = entry.path().filename().string();
-      // ".step-" digits ".tmp"
+      // ".step-" digits [ "." hex ] ".tmp"
+      auto digits = [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c)) != 0;
+      };
+      auto hexOrDot = [](char c) {
+        return std::isxdigit(static_cast<unsigned char>(c)) != 0 || c == '.';
+      };
       if (other.size() >= 18 && other.rfind(".step-", 0) == 0 &&
           other.compare(other.size() - 4, 4, ".tmp") == 0 &&
-          std::all_of(other.begin() + 6, other.end() - 4,
-                      [](char c) { return std::isdigit(
-                                       static_cast<unsigned char>(c)); }) &&
+          std::all_of(other.begin() + 6, other.begin() + 14, digits) &&
+          std::all_of(other.begin() + 14, other.end() - 4, hexOrDot) &&
           !entry.is_symlink(ec) && entry.is_directory(ec))
         removeAll(entry.path().string());
     }
@@ -228,6 +303,7 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
                 generatorState(comm.device()));
     mine.insert(kRankKey, at::tensor(std::vector<int64_t>{comm.rank(),
                                                           comm.worldSize()}));
+    mine.insert(kRunKey, runTensor(claimed.runId));
     writeFileAtomically((fs::path(tmp) / rankFileName(comm.rank())).string(),
               saveForTorchLoad(mine));
   } else {
@@ -377,7 +453,8 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
               {"sharding", plan.sharding},
               {"micro_batches", plan.microBatches},
               {"optimizer", plan.optimizer},
-              {"state", layoutOf(plan)}};
+              {"state", layoutOf(plan)},
+              {"run", claimed.runId}};
     if (std::optional<double> taken = optimizerSteps(plan, state))
       meta["optimizer_steps"] = static_cast<int64_t>(*taken);
     std::string text = meta.dump(1) + "\n";
@@ -543,6 +620,27 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
                     ", not of rank " + std::to_string(comm.rank()) + " of " +
                     std::to_string(comm.worldSize()) +
                     ": the checkpoint's rank files were swapped or copied");
+    }
+    // The file was written by the run that wrote meta.json (two runs
+    // sharing a directory once left one run's rank 0 file beside the
+    // other's rank 1 file). Checkpoints from before run ids have neither.
+    if (meta.contains("run")) {
+      const json &run = meta.at("run");
+      std::string id = run.is_string() ? run.get<std::string>() : "";
+      if (id.size() != 16 ||
+          !std::all_of(id.begin(), id.end(), [](char c) {
+            return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+          }))
+        throw Error(where + ": meta.json's run is not a run id (16 hex digits)");
+      auto written = dict.find(kRunKey);
+      if (written == dict.end() || !written->value().isTensor() ||
+          written->value().toTensor().numel() != 1 ||
+          written->value().toTensor().scalar_type() != at::kLong ||
+          !at::equal(written->value().toTensor(),
+                     runTensor(id)))
+        throw Error(where + ": '" + file + "' was not written by the run that "
+                    "wrote its meta.json (run " + id +
+                    "): the checkpoint mixes the files of two runs");
     }
     for (const StateEntry &e : plan.state) {
       auto it = dict.find(e.name);

@@ -1,6 +1,7 @@
 //===- ModelArchive.cpp - reads parts of a TorchScript archive ------------===//
 
 #include "fsdp/runtime/ModelArchive.h"
+#include "fsdp/runtime/Files.h"
 #include "fsdp/runtime/OperatorGuards.h"
 #include "fsdp/runtime/Plan.h"
 
@@ -115,6 +116,8 @@ int64_t ModelArchive::Entry::numel() const {
 }
 
 ModelArchive::ModelArchive(const std::string &path) : path_(path) {
+  // A pipe or a device would block or never end.
+  checkFile(path, "model ");
   try {
     reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
   } catch (const c10::Error &e) {

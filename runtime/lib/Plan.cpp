@@ -1,6 +1,7 @@
 //===- Plan.cpp - reading a plan -------------------------------------------===//
 
 #include "fsdp/runtime/Plan.h"
+#include "fsdp/runtime/Files.h"
 
 #include <c10/util/Exception.h>
 #include <c10/util/hash.h>
@@ -830,11 +831,13 @@ static StateEntry parseStateEntry(const json &s, const std::string &path) {
 }
 
 Plan loadPlan(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error("cannot open plan '" + path + "'");
-  std::string bytes((std::istreambuf_iterator<char>(in)),
-                    std::istreambuf_iterator<char>());
+  // A regular file (a pipe would block, /dev/zero never end) of at most
+  // kMaxPlanBytes.
+  std::vector<char> data = readFile(path, kMaxPlanBytes, Links::Follow, "plan ");
+  return parsePlan(std::string(data.begin(), data.end()), path);
+}
+
+Plan parsePlan(const std::string &bytes, const std::string &path) {
   json j;
   try {
     j = json::parse(bytes);

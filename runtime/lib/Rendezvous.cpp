@@ -19,6 +19,8 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdlib>
 #include <limits>
 #include <optional>
@@ -281,6 +283,8 @@ void holdStoreForOthers(c10d::Store &store, int64_t others,
   }
 }
 constexpr const char *kDoneKey = "fsdp/done";
+constexpr const char *kLostRankZero =
+    "lost contact with rank 0 (its rendezvous store is gone)";
 constexpr const char *kJoinedKey = "fsdp/joined";
 /// Each rank's heartbeat, counted up by its watchdog; kFinished added when
 /// the rank is done (it then beats no more).
@@ -373,6 +377,37 @@ void waitForListener(const std::string &host, int port,
   }
 }
 
+/// Ends the process with an error if it is still inside a call that
+/// cannot be given a deadline of its own when `deadline` passes: c10d's
+/// TCPStore client, connected to a program that accepts and never answers,
+/// waits in its handshake without a limit.
+class DeadlineGuard {
+public:
+  DeadlineGuard(std::chrono::steady_clock::time_point deadline,
+                std::string message)
+      : thread_([this, deadline, message = std::move(message)] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          if (done_.wait_until(lock, deadline, [this] { return finished_; }))
+            return;
+          printLineToStderr("fsdp-run: error: " + message);
+          std::_Exit(1);
+        }) {}
+  ~DeadlineGuard() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      finished_ = true;
+    }
+    done_.notify_all();
+    thread_.join();
+  }
+
+private:
+  std::mutex mutex_;
+  std::condition_variable done_;
+  bool finished_ = false;
+  std::thread thread_;
+};
+
 } // namespace
 
 std::string seconds(std::chrono::milliseconds t) {
@@ -402,8 +437,20 @@ Rendezvous::Rendezvous(const RankInfo &info)
                      /*spansNodes=*/info.worldSize > info.localWorldSize);
     else
       waitForListener(info.masterAddr, info.masterPort, deadline);
-    c10::intrusive_ptr<c10d::Store> tcp =
-        c10::make_intrusive<c10d::TCPStore>(info.masterAddr, options);
+    // What listens there may not be rank 0's store: a program that
+    // accepts and never answers would hold the store's handshake forever.
+    c10::intrusive_ptr<c10d::Store> tcp;
+    {
+      DeadlineGuard guard(
+          deadline + std::chrono::seconds(1),
+          "rank " + std::to_string(info.rank) +
+              ": cannot meet the other ranks at " + info.masterAddr + ":" +
+              std::to_string(info.masterPort) + " within " + seconds(timeout) +
+              " (FSDP_RUN_TIMEOUT): something accepts connections there but "
+              "does not answer as rank 0's store; is MASTER_PORT another "
+              "program's?");
+      tcp = c10::make_intrusive<c10d::TCPStore>(info.masterAddr, options);
+    }
     checkSameJob(tcp);
     store_ = c10::make_intrusive<c10d::PrefixStore>(storePrefix(info), tcp);
   } catch (const Error &) {
@@ -608,6 +655,8 @@ void Rendezvous::watch(LocalCheck check, BeforeExit beforeExit) {
           return;
         std::vector<uint8_t> bytes = client->get(kAbortKey);
         message = std::string(bytes.begin(), bytes.end());
+        // Known to the main thread before rank 0 may close its store.
+        setCause(message);
         acknowledgeAbort(*client);
         failed = true;
         if (info_.rank == 0) {
@@ -624,7 +673,8 @@ void Rendezvous::watch(LocalCheck check, BeforeExit beforeExit) {
     } catch (const std::exception &e) {
       if (stopping.load())
         return;
-      message = "lost contact with rank 0 (its rendezvous store is gone)";
+      message = kLostRankZero;
+      setCause(message);
       failed = true;
     }
     if (failed) {
@@ -678,10 +728,22 @@ void Rendezvous::abort(const std::string &message) {
   }
 }
 
+void Rendezvous::setCause(const std::string &message) {
+  std::lock_guard<std::mutex> lock(causeMutex);
+  if (cause.empty())
+    cause = message;
+}
+
 std::string Rendezvous::failureOfOthers(std::chrono::milliseconds patience) {
+  auto known = [&] {
+    std::lock_guard<std::mutex> lock(causeMutex);
+    return cause;
+  };
   auto deadline = std::chrono::steady_clock::now() + patience;
   try {
     do {
+      if (std::string message = known(); !message.empty())
+        return message;
       if (store_->check({kAbortKey})) {
         std::vector<uint8_t> bytes = store_->get(kAbortKey);
         acknowledgeAbort(*store_);
@@ -690,8 +752,14 @@ std::string Rendezvous::failureOfOthers(std::chrono::milliseconds patience) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     } while (std::chrono::steady_clock::now() < deadline);
   } catch (...) {
+    // Rank 0's store is gone: rank 0 has ended, after telling the others
+    // why (which this rank's watchdog may have read) or not at all.
+    if (std::string message = known(); !message.empty())
+      return message;
+    if (info_.rank != 0)
+      return kLostRankZero;
   }
-  return "";
+  return known();
 }
 
 //===----------------------------------------------------------------------===//

@@ -183,7 +183,8 @@ public:
   /// Opens the metrics file (rank 0) and starts counting allocations.
   Training(const RunOptions &o, const RankInfo &info, const Plan &plan,
            State &state, Communicator &comm, Executor &executor,
-           StateDictType checkpointType, int64_t steps);
+           StateDictType checkpointType,
+           std::optional<CheckpointDir> checkpointDir, int64_t steps);
 
   /// Step `step` (0-based): runs it, reports it (rank 0), and writes a
   /// checkpoint where one is due.
@@ -212,6 +213,7 @@ private:
   Communicator &comm;
   Executor &executor;
   const StateDictType checkpointType;
+  const std::optional<CheckpointDir> checkpointDir; // --checkpoint-dir's
   const int64_t steps;
   const bool lead; // rank 0: reports and writes
   std::ofstream metrics;
@@ -232,9 +234,11 @@ private:
 
 Training::Training(const RunOptions &o, const RankInfo &info, const Plan &plan,
                    State &state, Communicator &comm, Executor &executor,
-                   StateDictType checkpointType, int64_t steps)
+                   StateDictType checkpointType,
+                   std::optional<CheckpointDir> checkpointDir, int64_t steps)
     : o(o), info(info), plan(plan), state(state), comm(comm),
-      executor(executor), checkpointType(checkpointType), steps(steps),
+      executor(executor), checkpointType(checkpointType),
+      checkpointDir(std::move(checkpointDir)), steps(steps),
       lead(info.rank == 0), device(comm.device()) {
   if (lead && !o.metrics.empty()) {
     metrics.open(o.metrics);
@@ -412,13 +416,13 @@ void Training::report(int64_t step, const StepResult &result) {
 /// A checkpoint every --checkpoint-every steps and after the last: every
 /// rank takes part.
 void Training::checkpoint(int64_t step) {
-  if (o.checkpointDir.empty() ||
+  if (!checkpointDir ||
       !(step + 1 == steps ||
         (o.checkpointEvery > 0 && (step + 1) % o.checkpointEvery == 0)))
     return;
   std::string written;
   try {
-    written = writeCheckpoint(plan, state, comm, step + 1, o.checkpointDir,
+    written = writeCheckpoint(plan, state, comm, step + 1, *checkpointDir,
                               checkpointType);
   } catch (const std::exception &e) {
     throw Error(stepPrefix(step, steps) + firstLine(e));
@@ -618,6 +622,11 @@ void runRank(const RunOptions &o, const RankInfo &info,
   shown.fingerprint = runFingerprint(plan, o);
   comm = createCommunicator(runBackend(o.backend, device), shown,
                             static_cast<int>(plan.shardGroupSize), device);
+  // The run holds its checkpoint directory from its start: a second run
+  // writing the same one is refused before either trains.
+  std::optional<CheckpointDir> checkpointDir;
+  if (!o.checkpointDir.empty())
+    checkpointDir = CheckpointDir::claim(o.checkpointDir, *comm);
   int64_t modelBytesRead = 0;
   State state = loadState(plan, o.model, comm->groupRank(CommGroup::Shard),
                           &modelBytesRead);
@@ -640,7 +649,7 @@ void runRank(const RunOptions &o, const RankInfo &info,
   if (o.profile)
     executor.enableProfiling();
   Training training(o, info, plan, state, *comm, executor, checkpointType,
-                    steps);
+                    std::move(checkpointDir), steps);
   for (int64_t step = firstStep; step < steps; ++step)
     training.step(step, data);
   training.finish(modelBytesRead);

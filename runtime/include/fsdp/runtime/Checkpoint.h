@@ -16,7 +16,10 @@
 //    same layout (world size, units, strategy).
 //
 // Both have `meta.json` (format, step, kind, the plan's layout and
-// optimizer). Writes are atomic: everything goes into a hidden temporary
+// optimizer, and the id of the run that wrote it, which every rank file
+// holds too: files of two runs never resume together). One run at a time
+// writes a directory: rank 0 holds an advisory lock on DIR/.lock for the
+// whole run, and a second run is refused at its start. Writes are atomic: everything goes into a hidden temporary
 // directory that is renamed into place once complete, and then `latest`
 // (which names the newest checkpoint) is replaced; a crash mid-write leaves
 // the previous checkpoint and `latest` as they were.
@@ -40,13 +43,24 @@ enum class StateDictType { Full, Sharded };
 std::optional<StateDictType> parseStateDictType(const std::string &name);
 const char *stateDictTypeName(StateDictType type);
 
+/// A run's hold on its checkpoint directory: rank 0 creates DIR and holds
+/// an advisory lock (flock) on DIR/.lock until the process ends; the other
+/// ranks hold nothing. Every rank calls it; the run id it returns, rank 0's
+/// random one, is the same on every rank. Throws Error where another run
+/// holds the lock, naming its process.
+struct CheckpointDir {
+  std::string path;
+  std::string runId;
+  static CheckpointDir claim(const std::string &dir, Communicator &comm);
+};
+
 /// Writes the checkpoint of `state` after `step` steps into
 /// DIR/step-NNNNNNNN and points DIR/latest at it. Every rank calls it (the
 /// full kind gathers over the shard groups); returns the checkpoint's
 /// directory.
 std::string writeCheckpoint(const Plan &plan, const State &state,
                             Communicator &comm, int64_t step,
-                            const std::string &dir, StateDictType type);
+                            const CheckpointDir &dir, StateDictType type);
 
 /// The checkpoint `path` names: `path` itself if it is one (it holds
 /// meta.json), else the one `path/latest` names. Throws Error if neither.

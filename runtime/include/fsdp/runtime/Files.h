@@ -2,8 +2,9 @@
 //
 // The plan, the model, the data and a checkpoint's files may come from
 // someone else. They are read only as regular files: a device, a pipe or a
-// socket could block a rank forever or never end, and a checkpoint's files
-// are not followed through symbolic links (which could point outside it).
+// socket could block a rank forever or never end (/dev/zero), and a
+// checkpoint's files are not followed through symbolic links (which could
+// point outside it).
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RUNTIME_FILES_H
@@ -16,11 +17,22 @@
 
 namespace fsdp::runtime {
 
-/// A checkpoint's file, whole: a regular file (not a symbolic link, a
-/// device or a pipe, which could point outside the checkpoint, never end or
-/// block), of at most `limit` bytes.
+/// Whether a file named through a symbolic link is read: the files the
+/// user names are (as any tool's), a checkpoint's own files are not.
+enum class Links { Follow, Refuse };
+
+/// The bytes of `path`, a regular file of at most `limit` bytes; an Error
+/// "cannot read WHAT'PATH': why" where it is not (`what` names the kind of
+/// file, "plan " say, or is empty).
 std::vector<char> readFile(const std::string &path,
-                           int64_t limit = std::numeric_limits<int64_t>::max());
+                           int64_t limit = std::numeric_limits<int64_t>::max(),
+                           Links links = Links::Refuse,
+                           const std::string &what = "");
+
+/// Checks, without reading it, that `path` (after symbolic links) is a
+/// regular file, for a reader that opens it by name (an archive's); the
+/// same Error as readFile's where it is not.
+void checkFile(const std::string &path, const std::string &what);
 
 } // namespace fsdp::runtime
 

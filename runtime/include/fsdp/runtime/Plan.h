@@ -28,6 +28,10 @@ inline constexpr int64_t kPlanFormatVersion = plan::kFormatVersion;
 /// c10d and NCCL).
 inline constexpr int64_t kMaxWorldSize = plan::kMaxWorldSize;
 
+/// The most bytes of a plan file fsdp-run reads (a step of fsdp-opt's
+/// 50,000 calls bound, with its constants, is far smaller).
+inline constexpr int64_t kMaxPlanBytes = int64_t(4) << 30;
+
 /// A user-facing error: the message says what is wrong and where.
 struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -268,6 +272,9 @@ struct Plan {
 
 /// Reads and checks a plan file; throws Error naming the file and the problem.
 Plan loadPlan(const std::string &path);
+
+/// Checks a plan's JSON text as loadPlan does, `path` naming it in errors.
+Plan parsePlan(const std::string &bytes, const std::string &path);
 
 /// An instruction as the plan file spells it: what loadPlan read, written
 /// back (the round trip a test compares with what fsdp-opt emitted).

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <mutex>
 #include <thread>
 
 namespace fsdp::runtime {
@@ -59,7 +60,9 @@ public:
   /// the message): rank 0 only keeps its store up until they have read it.
   void abort(const std::string &message);
   /// The failure another rank reported, waiting up to `patience`; "" if
-  /// none. Never throws.
+  /// none. What this rank's watchdog has already read counts (rank 0 may
+  /// have closed its store since), and a store that is gone is rank 0's
+  /// end: "lost contact with rank 0". Never throws.
   std::string failureOfOthers(std::chrono::milliseconds patience);
 
 private:
@@ -75,6 +78,11 @@ private:
   c10::intrusive_ptr<c10d::Store> store_;
   std::atomic<bool> stopping{false};
   std::atomic<bool> aborted{false};
+  /// Another rank's failure as this rank's watchdog read it (or the loss
+  /// of rank 0's store), for failureOfOthers on the main thread.
+  std::mutex causeMutex;
+  std::string cause;
+  void setCause(const std::string &message);
   std::thread watchdog;
 };
 
