@@ -239,8 +239,8 @@ LogicalResult checkBudget(const CompileOptions &o, FSDPSettings &s) {
   std::optional<int64_t> budget = parseByteSize(o.raw.memoryBudget);
   if (!budget || *budget <= 0)
     return error("--memory-budget " + o.raw.memoryBudget +
-                 ": expected a positive size in bytes, or with B, KiB, "
-                 "MiB, GiB, TiB, KB, MB, GB or TB");
+                 ": expected a positive whole number of bytes, or a size "
+                 "with B, KiB, MiB, GiB, TiB, KB, MB, GB or TB");
   s.memoryBudget = *budget;
   return success();
 }

@@ -11,7 +11,10 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
@@ -39,7 +42,8 @@ std::optional<int64_t> fsdp::parseByteSize(StringRef text) {
   for (auto [name, scale] : units)
     if (unit == name) {
       double bytes = value * scale;
-      if (bytes < 0 || bytes > 9.2e18)
+      // A fraction of a byte (1.5) is a mistyped size, not 1.
+      if (bytes < 0 || bytes > 9.2e18 || bytes != std::floor(bytes))
         return std::nullopt;
       return static_cast<int64_t>(bytes);
     }
@@ -314,6 +318,30 @@ struct SaverSearcher {
   std::vector<SaverChoice> tried;
   /// Each partition's units, largest first, by its threshold.
   std::map<int64_t, std::vector<std::string>> unitsOf;
+  /// Progress on stderr once the search takes more than a few seconds.
+  std::chrono::steady_clock::time_point started =
+      std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point lastNote = started;
+
+  void noteProgress() {
+    auto now = std::chrono::steady_clock::now();
+    if (now - lastNote < std::chrono::seconds(10))
+      return;
+    lastNote = now;
+    int64_t least = std::numeric_limits<int64_t>::max();
+    for (const SaverChoice &c : tried)
+      least = std::min(least, c.peakBytes);
+    llvm::errs() << "fsdp-opt: --memory-budget: " << tried.size()
+                 << " plans compiled in "
+                 << std::chrono::duration_cast<std::chrono::seconds>(
+                        now - started)
+                        .count()
+                 << " s";
+    if (!tried.empty())
+      llvm::errs() << ", the smallest predicted peak so far "
+                   << formatBytes(least);
+    llvm::errs() << "\n";
+  }
 
   /// Compiles and predicts `c`; its units (largest first) in `unitsOut`.
   /// `quiet`: a candidate the pipeline refuses is not an error, only not a
@@ -337,6 +365,7 @@ struct SaverSearcher {
     candidate.offloadUnits = c.offloadUnits;
     candidate.offloadOptimUnits = c.offloadOptimUnits;
     FailureOr<Predicted> p = predictPlan(module, candidate, machine, quiet);
+    noteProgress();
     if (failed(p))
       return failure();
     c.units = static_cast<int64_t>(p->units.size());
@@ -545,20 +574,36 @@ fsdp::chooseSaversUnderBudget(ModuleOp module,
       std::vector<std::string> names;
       for (auto &u : units)
         names.push_back(u.second);
-      bool found = false;
-      for (size_t k = 1; k <= names.size() && !found; ++k) {
+      // The fewest of the largest units whose offload fits, by bisection:
+      // offloading more units' state never raises the device's peak, so
+      // where all of them do not fit, none does (a model of N units costs
+      // O(log N) compiles here, not N).
+      auto fewestFitting = [&](auto makeChoice) {
+        auto fits = [&](size_t k) {
+          FailureOr<SaverChoice> e = s.evaluate(makeChoice(k), /*quiet=*/true);
+          return succeeded(e) && e->peakBytes <= budget;
+        };
+        if (names.empty() || !fits(names.size()))
+          return false;
+        size_t low = 0, high = names.size(); // fits(high); low does not
+        while (high - low > 1) {
+          size_t mid = low + (high - low) / 2;
+          (fits(mid) ? high : low) = mid;
+        }
+        return true;
+      };
+      bool found = fewestFitting([&](size_t k) {
         SaverChoice c = base;
         c.offloadOptimUnits.assign(names.begin(), names.begin() + k);
-        FailureOr<SaverChoice> e = s.evaluate(c, /*quiet=*/true);
-        found = succeeded(e) && e->peakBytes <= budget;
-      }
-      for (size_t k = 1; k <= names.size() && !found; ++k) {
-        SaverChoice c = base;
-        c.offloadUnits.assign(names.begin(), names.begin() + k);
-        c.offloadOptimUnits.assign(names.begin() + k, names.end());
-        FailureOr<SaverChoice> e = s.evaluate(c, /*quiet=*/true);
-        found = succeeded(e) && e->peakBytes <= budget;
-      }
+        return c;
+      });
+      if (!found)
+        (void)fewestFitting([&](size_t k) {
+          SaverChoice c = base;
+          c.offloadUnits.assign(names.begin(), names.begin() + k);
+          c.offloadOptimUnits.assign(names.begin() + k, names.end());
+          return c;
+        });
     }
   }
   SmallVector<SaverChoice> fit = fitting();

@@ -36,6 +36,8 @@
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --sharding OSS --world-size 2 --offload-optim-unit a 2>&1 | FileCheck %s --check-prefix=OFFLOADOSS
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap budget --memory-budget 12parsecs 2>&1 | FileCheck %s --check-prefix=BUDGETSIZE
 // RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap budget --memory-budget 0 2>&1 | FileCheck %s --check-prefix=BUDGETZERO
+// A fraction of a byte is a mistyped size (it was taken as 1 byte).
+// RUN: not fsdp-opt %s --loss none --optimizer sgd --auto-wrap budget --memory-budget 1.5 2>&1 | FileCheck %s --check-prefix=BUDGETFRACTION
 // HYBRIDREDUCTION: error: --hybrid-reduction tree: expected ordered or two-stage
 // HYBRIDONLY: error: --hybrid-reduction applies to HYBRID_SHARD, not FULL_SHARD
 // PREFETCH: error: --backward-prefetch BACKWARD: expected BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH
@@ -64,8 +66,9 @@
 // OFFLOADDISAGREE: error: --offload-params and --offload none disagree
 // OFFLOADUNITS: error: --offload-unit and --offload-optim-unit choose units themselves: not with --offload-params or --offload auto
 // OFFLOADOSS: error: CPU offload applies to FSDP's strategies, not OSS (its parameters are whole on every rank)
-// BUDGETSIZE: error: --memory-budget 12parsecs: expected a positive size in bytes, or with B, KiB, MiB, GiB, TiB, KB, MB, GB or TB
-// BUDGETZERO: error: --memory-budget 0: expected a positive size
+// BUDGETSIZE: error: --memory-budget 12parsecs: expected a positive whole number of bytes, or a size with B, KiB, MiB, GiB, TiB, KB, MB, GB or TB
+// BUDGETZERO: error: --memory-budget 0: expected a positive whole number of bytes
+// BUDGETFRACTION: error: --memory-budget 1.5: expected a positive whole number of bytes
 // MINPARAMS: error: --min-num-params applies to --auto-wrap size, not class
 // WRAPCLASS: error: --wrap-class applies to --auto-wrap class, not size
 // NOCLASS: error: --auto-wrap class needs --wrap-class NAME
