@@ -74,6 +74,27 @@ void printVersion() {
               nccl.empty() ? "no" : nccl.c_str(), glooBuilt() ? "yes" : "no");
 }
 
+/// `v` as a whole number in decimal digits (an optional leading minus), or
+/// a usage error naming `flag`: "2abc", "2.9" and "" are not numbers.
+int64_t integerFlag(const std::string &flag, const std::string &v) {
+  size_t start = !v.empty() && v[0] == '-' ? 1 : 0;
+  bool digits = v.size() > start &&
+                v.find_first_not_of("0123456789", start) == std::string::npos;
+  int64_t value = 0;
+  if (digits) {
+    try {
+      size_t end = 0;
+      value = std::stoll(v, &end);
+      digits = end == v.size();
+    } catch (...) {
+      digits = false;
+    }
+  }
+  if (!digits)
+    usage(flag + " takes a whole number, not '" + v + "'");
+  return value;
+}
+
 RunOptions parseArgs(int argc, char **argv) {
   RunOptions o;
   if (const char *d = std::getenv("FSDP_RUN_DETERMINISTIC"); d && *d)
@@ -118,7 +139,7 @@ RunOptions parseArgs(int argc, char **argv) {
     }
     else if (a == "--shard-group-size") {
       std::string v = value();
-      try { o.shardGroupSize = std::stoll(v); } catch (...) { usage("--shard-group-size takes a number, not '" + v + "'"); }
+      o.shardGroupSize = integerFlag("--shard-group-size", v);
       if (o.shardGroupSize < 1) usage("--shard-group-size must be at least 1");
     }
     else if (a == "--checkpoint-dir") o.checkpointDir = value();
@@ -131,17 +152,17 @@ RunOptions parseArgs(int argc, char **argv) {
     }
     else if (a == "--checkpoint-every") {
       std::string v = value();
-      try { o.checkpointEvery = std::stoll(v); } catch (...) { usage("--checkpoint-every takes a number, not '" + v + "'"); }
+      o.checkpointEvery = integerFlag("--checkpoint-every", v);
       if (o.checkpointEvery < 1) usage("--checkpoint-every must be at least 1");
     }
     else if (a == "--threads") {
       std::string v = value();
-      try { o.threads = std::stoll(v); } catch (...) { usage("--threads takes a number, not '" + v + "'"); }
+      o.threads = integerFlag("--threads", v);
       if (o.threads < 1) usage("--threads must be at least 1");
     }
     else if (a == "--nproc") {
       std::string v = value();
-      try { o.nproc = std::stoll(v); } catch (...) { usage("--nproc takes a number, not '" + v + "'"); }
+      o.nproc = integerFlag("--nproc", v);
       if (o.nproc < 1) usage("--nproc must be at least 1");
     }
     else if (a == "--seed") {
@@ -159,7 +180,7 @@ RunOptions parseArgs(int argc, char **argv) {
     }
     else if (a == "--steps") {
       std::string v = value();
-      try { o.steps = std::stoll(v); } catch (...) { usage("--steps takes a number, not '" + v + "'"); }
+      o.steps = integerFlag("--steps", v);
       if (o.steps < 1) usage("--steps must be at least 1");
     } else if (a == "-h" || a == "--help") usage("executes an fsdp-opt plan");
     else if (!a.empty() && a[0] == '-') usage("unknown option " + a);
