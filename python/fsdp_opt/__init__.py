@@ -37,6 +37,7 @@ import json
 import os
 import stat
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -73,9 +74,23 @@ def _run(cmd):
         text = done.stderr.strip() or done.stdout.strip()
         errors = [line for line in text.splitlines() if "error:" in line]
         message = errors[0] if errors else text
+        if done.returncode < 0:
+            try:
+                name = signal.Signals(-done.returncode).name
+            except ValueError:
+                name = f"signal {-done.returncode}"
+            raise FsdpOptError(f"{os.path.basename(cmd[0])} was killed by {name}"
+                               + (f": {message}" if message else ""))
         raise FsdpOptError(f"{os.path.basename(cmd[0])} failed (status {done.returncode}): "
-                           f"{message}")
+                           f"{message or 'no message'}")
     return done.stdout
+
+
+def _path(path):
+    """`path` as an argument no tool reads as an option ("-model.pt" is
+    "./-model.pt")."""
+    path = os.fspath(path)
+    return os.path.join(".", path) if path.startswith("-") else path
 
 
 def export(module, path, inputs, targets=None, method="trace", weights=True):
@@ -134,7 +149,7 @@ class Plan:
 def compile(model, plan, memory_report=False, **options):
     """Compiles `model` (a TorchScript archive) into the plan file `plan`
     with fsdp-opt's options as keyword arguments; returns a Plan."""
-    cmd = [binary("fsdp-opt"), model, *_flags(options), "--emit", "plan", "-o", plan]
+    cmd = [binary("fsdp-opt"), _path(model), *_flags(options), "--emit", "plan", "-o", plan]
     memory = None
     with tempfile.TemporaryDirectory() as tmp:
         if memory_report:
@@ -190,7 +205,7 @@ def train(plan, model, data, steps=None, save=None, threads=None, nproc=None,
         plan = Plan(plan)
     with tempfile.TemporaryDirectory() as tmp:
         metrics = os.path.join(tmp, "metrics.jsonl")
-        cmd = [binary("fsdp-run"), plan.path, "--model", model, "--data", data,
+        cmd = [binary("fsdp-run"), _path(plan.path), "--model", model, "--data", data,
                "--metrics", metrics, "--nproc", str(nproc or plan.world_size)]
         if steps is not None:
             cmd += ["--steps", str(steps)]
