@@ -18,6 +18,7 @@
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 using namespace fsdp;
@@ -271,6 +272,11 @@ llvm::Error Reader::read(llvm::StringRef text, AccelerateConfig &config) {
   std::vector<YAML::Node> documents;
   try {
     documents = YAML::LoadAll(text.str());
+  } catch (const YAML::DeepRecursion &e) {
+    // yaml-cpp's message for it is "bad file".
+    return error(e.mark, "nested " + std::to_string(e.depth()) +
+                             " deep, deeper than the YAML reader goes (an "
+                             "Accelerate config is a map of settings)");
   } catch (const YAML::Exception &e) {
     return error(e.mark, e.msg);
   }

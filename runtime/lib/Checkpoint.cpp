@@ -560,6 +560,28 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
   if (theirs != ours)
     throw Error(where + " was written by a run with optimizer '" + theirs +
                 "', but the plan runs '" + ours + "'");
+  // The same optimizer with other settings (a new learning rate, say) is
+  // how fine-tuning resumes; said, not refused: the plan's apply.
+  if (comm.rank() == 0 && plan.optimizer.is_object() &&
+      meta.value("optimizer", json()).is_object()) {
+    const json &saved = meta["optimizer"];
+    std::string changed;
+    for (const auto &[key, value] : plan.optimizer.items()) {
+      if (key == "name")
+        continue;
+      auto it = saved.find(key);
+      if (it != saved.end() && *it == value)
+        continue;
+      changed += (changed.empty() ? "" : ", ") + key + " " +
+                 (it == saved.end() ? std::string("unset") : it->dump()) +
+                 " -> " + value.dump();
+    }
+    if (!changed.empty())
+      printLineToStderr("fsdp-run: warning: " + where +
+                        " was written with other optimizer settings than "
+                        "the plan's (" + changed +
+                        "): the run goes on with the plan's");
+  }
 
   if (*type == StateDictType::Sharded) {
     if (meta.value("world_size", int64_t(-1)) != plan.worldSize ||
@@ -605,6 +627,7 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
     auto held = dict.find(kRankKey);
     if (held == dict.end() ? version >= 2
                            : !held->value().isTensor() ||
+                                 held->value().toTensor().dim() != 1 ||
                                  held->value().toTensor().numel() != 2 ||
                                  held->value().toTensor().scalar_type() !=
                                      at::kLong) {

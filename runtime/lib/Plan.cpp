@@ -530,6 +530,93 @@ static void checkWorld(const Plan &plan, const std::string &path) {
 }
 
 
+/// The slots an instruction reads and those it defines.
+struct SlotUses {
+  std::vector<int64_t> reads, defines;
+
+  void callArgs(const inst::Call &call) {
+    for (const json &arg : call.args) {
+      if (arg.contains("t"))
+        reads.push_back(arg["t"].get<int64_t>());
+      if (arg.contains("tl"))
+        for (const json &s : arg["tl"])
+          reads.push_back(s.get<int64_t>());
+      if (arg.contains("otl"))
+        for (const json &s : arg["otl"])
+          if (!s.is_null())
+            reads.push_back(s.get<int64_t>());
+    }
+    defines.insert(defines.end(), call.results.begin(), call.results.end());
+  }
+  void operator()(const inst::Get &get) { defines.push_back(get.result); }
+  void operator()(const inst::Update &update) { reads.push_back(update.value); }
+  void operator()(const inst::Constant &c) { defines.push_back(c.result); }
+  void operator()(const inst::Call &call) { callArgs(call); }
+  void operator()(const inst::AutogradBackward &backward) {
+    callArgs(backward);
+    for (const auto &[result, slot] : backward.resultGrads)
+      reads.push_back(slot);
+    if (backward.rng >= 0)
+      reads.push_back(backward.rng);
+  }
+  void operator()(const inst::RngState &rng) { defines.push_back(rng.result); }
+  void operator()(const inst::SetRngState &set) { reads.push_back(set.state); }
+  void operator()(const inst::AllGather &c) { pair(c.input, c.result); }
+  void operator()(const inst::ReduceScatter &c) { pair(c.input, c.result); }
+  void operator()(const inst::AllReduce &c) { pair(c.input, c.result); }
+  void operator()(const inst::Wait &c) { pair(c.future, c.result); }
+  void operator()(const inst::LocalShard &c) { pair(c.buffer, c.result); }
+  void operator()(const inst::ToDevice &c) { pair(c.input, c.result); }
+  void operator()(const inst::ToHost &c) { pair(c.input, c.result); }
+  void operator()(const inst::Free &free) { reads.push_back(free.buffer); }
+  void operator()(const inst::View &view) { pair(view.buffer, view.result); }
+  void pair(int64_t read, int64_t defined) {
+    reads.push_back(read);
+    defines.push_back(defined);
+  }
+};
+
+/// Every slot is defined before it is read and not read after it is freed
+/// (an instruction's `free`, or `free`): a plan that would read an empty
+/// slot is refused at load, naming the instruction, instead of failing in
+/// the middle of a step. The outputs are defined at the end.
+static void checkSlotsDefined(const Plan &plan, const std::string &path) {
+  std::vector<char> slots(static_cast<size_t>(plan.numSlots), 0);
+  auto defined = [&](int64_t s) -> char & {
+    if (s < 0 || s >= plan.numSlots) // checked before; never trusted
+      throw Error("plan '" + path + "': slot " + std::to_string(s) +
+                  " is out of range");
+    return slots[static_cast<size_t>(s)];
+  };
+  for (const InputEntry &in : plan.inputs)
+    defined(in.slot) = 1;
+  for (size_t i = 0; i < plan.instructions.size(); ++i) {
+    const Instruction &inst = plan.instructions[i];
+    SlotUses uses;
+    std::visit(uses, inst.op);
+    for (int64_t s : uses.reads)
+      if (!defined(s))
+        throw Error("plan '" + path + "': instruction #" + std::to_string(i) +
+                    " (" +
+                    (inst.call() ? inst.call()->op
+                                 : instructionJson(inst).value("kind", "")) +
+                    ") reads slot " + std::to_string(s) +
+                    ", which no earlier instruction defines or which was "
+                    "freed");
+    for (int64_t s : uses.defines)
+      defined(s) = 1;
+    if (const auto *free = inst.as<inst::Free>())
+      defined(free->buffer) = 0;
+    for (int64_t s : inst.free)
+      defined(s) = 0;
+  }
+  for (int64_t out : plan.outputs)
+    if (!defined(out))
+      throw Error("plan '" + path + "': output slot " + std::to_string(out) +
+                  " is not defined at the end of the step (never defined, "
+                  "or freed)");
+}
+
 /// Every slot in range, every state name declared, every call's results and
 /// written arguments consistent: a bad plan is an error, never a crash.
 static void validate(const Plan &plan, const std::string &path) {
@@ -544,6 +631,8 @@ static void validate(const Plan &plan, const std::string &path) {
       check.checkSlot(s);
     std::visit(check, inst.op);
   }
+  // After every slot is known to be in range.
+  checkSlotsDefined(plan, path);
   checkWorld(plan, path);
 }
 
@@ -812,6 +901,13 @@ static StateEntry parseStateEntry(const json &s, const std::string &path) {
   e.persistent = s.value("persistent", true);
   e.host = s.value("host", false);
   e.type = parseType(s);
+  // fsdp-opt trains no complex parameter (complex values live between
+  // real ones, and complex buffers are state like any other).
+  if ((e.kind == StateKind::Param || e.kind == StateKind::FlatParam) &&
+      c10::isComplexType(e.type.dtype))
+    throw Error("plan '" + path + "': parameter '" + e.name + "' is " +
+                e.type.str() + ": complex parameters are not trained "
+                "(fsdp-opt writes none)");
   e.aliases = s.at("aliases").get<std::vector<std::string>>();
   if (e.kind == StateKind::FlatParam) {
     e.numel = intAt(s, "numel");
@@ -822,6 +918,11 @@ static StateEntry parseStateEntry(const json &s, const std::string &path) {
       FlatMember member;
       member.name = m.at("name").get<std::string>();
       member.type = parseType(m);
+      if (c10::isComplexType(member.type.dtype))
+        throw Error("plan '" + path + "': parameter '" + member.name +
+                    "' is " + member.type.str() +
+                    ": complex parameters are not trained (fsdp-opt writes "
+                    "none)");
       member.offset = intAt(m, "offset");
       member.aliases = m.at("aliases").get<std::vector<std::string>>();
       e.members.push_back(std::move(member));
