@@ -287,6 +287,10 @@ FailureOr<ImportOptions> importOptions(const CompileOptions &o,
     std::string message;
     if (!parseInputSpec(text, spec, message))
       return error(message);
+    // Which of two types the input has would be a guess.
+    for (const InputSpec &earlier : options.inputs)
+      if (earlier.name == spec.name)
+        return error("--input gives '" + spec.name + "' twice");
     options.inputs.push_back(spec);
   }
   if (!o.fsdp.enabled)

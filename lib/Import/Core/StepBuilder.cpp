@@ -766,7 +766,13 @@ std::vector<AbsValue> StepBuilder::emitCall(CallSite &site) {
   if (aten::hasFact(schema.name(), aten::OpFact::DataDependentShape))
     fail(site.loc, site.overload + " returns a tensor whose shape depends on "
                                    "tensor data; a static training step "
-                                   "needs static shapes");
+                                   "needs static shapes: compute on the "
+                                   "whole tensor instead (mask by "
+                                   "multiplying or with torch.where), and "
+                                   "for a Hugging Face model whose loss "
+                                   "selects labels by value, set the "
+                                   "config's problem_type (e.g. "
+                                   "\"single_label_classification\")");
   if (schema.is_vararg() || site.args.size() != schema.arguments().size())
     fail(site.loc, site.overload + " has a variable argument list");
 

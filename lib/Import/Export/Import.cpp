@@ -53,9 +53,12 @@ struct RecordedDim {
 
 /// A placeholder of the graph: what the signature says it is.
 struct Placeholder {
-  enum class Kind { Parameter, Buffer, Constant, UserInput } kind;
+  enum class Kind { Parameter, Buffer, Constant, UserInput, ConstantInput } kind;
   std::string fqn; // parameter, buffer, constant: its name in the configs
   bool persistent = true;
+  // A constant input (a bool, int, float, string or None argument the
+  // program was specialised on): the value it was exported with.
+  llvm::json::Value value = nullptr;
 };
 
 class ExportImporter : public StepBuilder {
@@ -74,8 +77,10 @@ private:
   void declareModules(const json::Object &program, const json::Array &nodes);
   void readModuleClasses(const json::Array &nodes);
   void declareState(const json::Object &graph, Location fileLoc);
+  /// `state`: "parameter 'FQN'" or "buffer 'FQN'" where `name` is one.
   at::Tensor metaOf(const json::Object &graph, llvm::StringRef name,
-                    Location loc);
+                    Location loc,
+                    std::optional<std::string> state = std::nullopt);
   struct RecordedType;
   RecordedType recordedType(const json::Object &graph, llvm::StringRef name,
                             Location loc);
@@ -198,6 +203,21 @@ const json::Object &ExportImporter::readProgram(Location fileLoc) {
   return *program;
 }
 
+/// A constant input's value as Python writes it (True, 2.5, None, 'text').
+static std::string pythonText(const json::Value &value) {
+  const json::Object *object = value.getAsObject();
+  auto [kind, body] = unionMember(object);
+  if (!body)
+    return str(value);
+  if (kind == "as_none")
+    return "None";
+  if (kind == "as_bool" && body->getAsBoolean())
+    return *body->getAsBoolean() ? "True" : "False";
+  if (kind == "as_string" && body->getAsString())
+    return "'" + body->getAsString()->str() + "'";
+  return str(*body);
+}
+
 /// An entry of the graph signature, `{"KIND": {...}}`: its kind and object.
 std::pair<llvm::StringRef, const json::Object *>
 ExportImporter::signatureEntry(const json::Value &v, const char *what,
@@ -240,11 +260,24 @@ void ExportImporter::readSignature(const json::Object &signature,
                           "export the model with its other arguments fixed");
       name = tensor->getString("name");
       p.kind = Placeholder::Kind::UserInput;
+    } else if (kind == "constant_input") {
+      // torch.export specialised the program on this value; the step
+      // takes it as that constant.
+      name = object->getString("name");
+      const json::Object *value = object->getObject("value");
+      auto [valueKind, body] = unionMember(value);
+      if (!body || !(valueKind == "as_none" || valueKind == "as_bool" ||
+                     valueKind == "as_int" || valueKind == "as_float" ||
+                     valueKind == "as_string"))
+        fail(fileLoc, "the program takes a constant input " + str(v) +
+                          " that is not a bool, int, float, string or None, "
+                          "which fsdp-opt cannot import");
+      p.kind = Placeholder::Kind::ConstantInput;
+      p.value = llvm::json::Object{{valueKind.str(), *body}};
     } else {
       fail(fileLoc, "the program takes a " + kind.str() +
                         " input, which fsdp-opt cannot import (custom "
-                        "objects, effect tokens and constant inputs are "
-                        "not supported)");
+                        "objects and effect tokens are not supported)");
     }
     if (!name)
       fail(fileLoc, "'" + path + "': malformed input spec " + str(v));
@@ -331,10 +364,16 @@ static std::string describe(const RecordedDim &dim) {
 /// A meta tensor of the type torch.export recorded for value `name`; a
 /// symbolic dimension is an error naming it and its range.
 at::Tensor ExportImporter::metaOf(const json::Object &graph,
-                                  llvm::StringRef name, Location loc) {
+                                  llvm::StringRef name, Location loc,
+                                  std::optional<std::string> state) {
   RecordedType type = recordedType(graph, name, loc);
   std::vector<int64_t> sizes;
   for (auto [i, dim] : llvm::enumerate(type.dims)) {
+    if (!dim.size && state)
+      fail(loc, "dimension " + std::to_string(i) + " of " + *state +
+                    " is symbolic: " + describe(dim) +
+                    "; a parameter or buffer has a static shape: export "
+                    "the model with static shapes for its state");
     if (!dim.size)
       fail(loc, "dimension " + std::to_string(i) + " of '" + name +
                     "' is symbolic: " + describe(dim) +
@@ -344,6 +383,91 @@ at::Tensor ExportImporter::metaOf(const json::Object &graph,
   }
   return at::empty(sizes,
                    at::TensorOptions().dtype(type.dtype).device(at::kMeta));
+}
+
+/// A size expression as torch.export records it (sympy's srepr):
+/// Integer(2), Symbol('s77', positive=True, integer=True), Mul(...),
+/// Add(...). Anything else is not read (and not checked).
+struct SizeExpr {
+  enum Kind { Int, Sym, Mul, Add } kind = Int;
+  int64_t value = 0;
+  std::string name;
+  std::vector<SizeExpr> args;
+};
+
+static std::optional<SizeExpr> parseSizeExpr(llvm::StringRef &text,
+                                             unsigned depth = 0) {
+  text = text.ltrim();
+  size_t open = text.find('(');
+  if (open == llvm::StringRef::npos || depth > 64)
+    return std::nullopt;
+  llvm::StringRef head = text.take_front(open).trim();
+  text = text.drop_front(open + 1).ltrim();
+  SizeExpr e;
+  if (head == "Integer") {
+    size_t end = text.find(')');
+    if (end == llvm::StringRef::npos ||
+        text.take_front(end).trim().getAsInteger(10, e.value))
+      return std::nullopt;
+    text = text.drop_front(end + 1);
+    return e;
+  }
+  if (head == "Symbol") {
+    if (!text.consume_front("'"))
+      return std::nullopt;
+    size_t quote = text.find('\'');
+    size_t end = text.find(')');
+    if (quote == llvm::StringRef::npos || end == llvm::StringRef::npos ||
+        end < quote)
+      return std::nullopt;
+    e.kind = SizeExpr::Sym;
+    e.name = text.take_front(quote).str();
+    text = text.drop_front(end + 1);
+    return e;
+  }
+  if (head != "Mul" && head != "Add")
+    return std::nullopt;
+  e.kind = head == "Mul" ? SizeExpr::Mul : SizeExpr::Add;
+  while (true) {
+    std::optional<SizeExpr> arg = parseSizeExpr(text, depth + 1);
+    if (!arg)
+      return std::nullopt;
+    e.args.push_back(std::move(*arg));
+    text = text.ltrim();
+    if (text.consume_front(","))
+      continue;
+    if (text.consume_front(")"))
+      return e;
+    return std::nullopt;
+  }
+}
+
+/// Its value where every symbol in it is known (and it fits 64 bits).
+static std::optional<int64_t>
+evaluateSize(const SizeExpr &e, const std::map<std::string, int64_t> &symbols) {
+  switch (e.kind) {
+  case SizeExpr::Int:
+    return e.value;
+  case SizeExpr::Sym: {
+    auto it = symbols.find(e.name);
+    if (it == symbols.end())
+      return std::nullopt;
+    return it->second;
+  }
+  case SizeExpr::Mul:
+  case SizeExpr::Add: {
+    int64_t total = e.kind == SizeExpr::Mul ? 1 : 0;
+    for (const SizeExpr &arg : e.args) {
+      std::optional<int64_t> v = evaluateSize(arg, symbols);
+      if (!v || (e.kind == SizeExpr::Mul
+                     ? __builtin_mul_overflow(total, *v, &total)
+                     : __builtin_add_overflow(total, *v, &total)))
+        return std::nullopt;
+    }
+    return total;
+  }
+  }
+  return std::nullopt;
 }
 
 /// Checks that `spec` (--input, or the shape stored beside the program) is
@@ -380,8 +504,35 @@ void ExportImporter::checkInputSpec(const json::Object &graph,
     if ((dim.min && n < *dim.min) || (dim.max && n > *dim.max))
       fail(loc, given + ": " + which + "is " + describe(dim) +
                     ", which does not allow " + std::to_string(n));
-    if (dim.symbol.empty())
+    if (dim.symbol.empty()) {
+      // An expression of symbols (2*s77): its value where the other
+      // dimensions given fix them; k*s alone fixes s.
+      llvm::StringRef text = dim.expr;
+      std::optional<SizeExpr> e = parseSizeExpr(text);
+      if (!e)
+        continue;
+      if (std::optional<int64_t> v = evaluateSize(*e, symbols)) {
+        if (*v != n)
+          fail(loc, given + ": " + which + "is " + describe(dim) + ", " +
+                        std::to_string(*v) + " with the sizes given for its "
+                        "symbols, not " + std::to_string(n));
+        continue;
+      }
+      if (e->kind == SizeExpr::Mul && e->args.size() == 2) {
+        const SizeExpr *k = &e->args[0], *sym = &e->args[1];
+        if (k->kind != SizeExpr::Int)
+          std::swap(k, sym);
+        if (k->kind == SizeExpr::Int && sym->kind == SizeExpr::Sym &&
+            k->value > 0) {
+          if (n % k->value != 0)
+            fail(loc, given + ": " + which + "is " + describe(dim) +
+                          ", a multiple of " + std::to_string(k->value) +
+                          ", not " + std::to_string(n));
+          symbols.emplace(sym->name, n / k->value);
+        }
+      }
       continue;
+    }
     auto [it, fresh] = symbols.emplace(dim.symbol, n);
     if (!fresh && it->second != n)
       fail(loc, given + ": " + which + "is " + dim.symbol +
@@ -504,7 +655,11 @@ void ExportImporter::declareState(const json::Object &graph,
     }
     std::string modulePath = owner(p.fqn);
     declareStateSymbol(p.fqn, modulePath, moduleClasses.lookup(modulePath),
-                       metaOf(graph, name, fileLoc),
+                       metaOf(graph, name, fileLoc,
+                              (p.kind == Placeholder::Kind::Parameter
+                                   ? "parameter '"
+                                   : "buffer '") +
+                                  p.fqn + "'"),
                        p.kind == Placeholder::Kind::Parameter, p.persistent,
                        fileLoc);
   }
@@ -524,6 +679,23 @@ const AbsValue &ExportImporter::lookup(llvm::StringRef name, Location loc) {
       (p->second.kind == Placeholder::Kind::Parameter ||
        p->second.kind == Placeholder::Kind::Buffer))
     return env[name.str()] = AbsValue::ofTensor(stateValue(p->second.fqn, loc));
+  if (p != placeholders.end() &&
+      p->second.kind == Placeholder::Kind::ConstantInput) {
+    const json::Object &value = *p->second.value.getAsObject();
+    auto [kind, body] = unionMember(&value);
+    c10::IValue constant;
+    if (kind == "as_bool" && body->getAsBoolean())
+      constant = *body->getAsBoolean();
+    else if (kind == "as_int" && body->getAsInteger())
+      constant = *body->getAsInteger();
+    else if (kind == "as_float")
+      constant = floatOf(*body, loc);
+    else if (kind == "as_string" && body->getAsString())
+      constant = body->getAsString()->str();
+    else if (kind != "as_none")
+      fail(loc, "malformed constant input '" + name + "'");
+    return env[name.str()] = AbsValue::ofConstant(constant);
+  }
   if (p != placeholders.end() && p->second.kind == Placeholder::Kind::Constant) {
     const fsdp::runtime::ModelArchive::Entry *entry =
         archive->find(p->second.fqn);
@@ -713,10 +885,17 @@ AbsValue ExportImporter::argumentValue(const json::Object &arg,
     return AbsValue::ofConstant(*body->getAsBoolean());
   if (kind == "as_string" && body->getAsString())
     return AbsValue::ofConstant(body->getAsString()->str());
+  // A list element of another type is malformed, not 0, false or "".
+  auto element = [&](auto value, const json::Value &e, const char *what) {
+    if (!value)
+      fail(loc, "malformed argument '" + schemaArg.name() + "': element " +
+                    str(e) + " of its list is not " + what);
+    return *value;
+  };
   if (kind == "as_ints" && list) {
     c10::List<int64_t> values;
     for (const json::Value &e : *list)
-      values.push_back(e.getAsInteger().value_or(0));
+      values.push_back(element(e.getAsInteger(), e, "an integer"));
     return AbsValue::ofConstant(values);
   }
   if (kind == "as_floats" && list) {
@@ -728,13 +907,13 @@ AbsValue ExportImporter::argumentValue(const json::Object &arg,
   if (kind == "as_bools" && list) {
     c10::List<bool> values;
     for (const json::Value &e : *list)
-      values.push_back(e.getAsBoolean().value_or(false));
+      values.push_back(element(e.getAsBoolean(), e, "a bool"));
     return AbsValue::ofConstant(values);
   }
   if (kind == "as_strings" && list) {
     c10::List<std::string> values;
     for (const json::Value &e : *list)
-      values.push_back(e.getAsString().value_or("").str());
+      values.push_back(element(e.getAsString(), e, "a string").str());
     return AbsValue::ofConstant(values);
   }
   if (kind == "as_sym_int" || kind == "as_sym_bool" || kind == "as_sym_float")
@@ -1335,6 +1514,16 @@ void ExportImporter::importStep(const ImportOptions &options,
     }
     names.push_back(name);
   }
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (auto p = placeholders.find(specs[i].name);
+        !used[i] && p != placeholders.end() &&
+        p->second.kind == Placeholder::Kind::ConstantInput)
+      fail(fileLoc, "--input names '" + specs[i].name +
+                        "', a constant input: the program was exported "
+                        "with " + specs[i].name + "=" +
+                        pythonText(p->second.value) + ", and takes that "
+                        "value; "
+                        "export it again to give another");
   for (size_t i = 0; i < specs.size(); ++i)
     if (!used[i])
       fail(fileLoc, "--input names '" + specs[i].name +
