@@ -21,7 +21,8 @@ test/gpu/make_cases.py wrote where fsdp-opt is.
    peak and reserved bytes.
 4. --cuda-graph: the same losses as without, bit for bit.
 
-Every command runs with a timeout (--timeout, 240 s) and FSDP_RUN_TIMEOUT=60:
+Every command runs with a timeout (fsdp-run's: --timeout, 240 s; the Python
+references': at least 240 s) and FSDP_RUN_TIMEOUT=60:
 one that does not finish is killed with everything it started and is a
 FAIL with its output, and the next check runs. Prints the GPU first (name,
 driver, compute mode), one line per check, then a table; with --results,
@@ -127,9 +128,13 @@ def main():
         describe_gpu(report)
 
     def run(name, cmd):
-        status, out = run_with_timeout(cmd, env, args.timeout)
+        # --timeout bounds fsdp-run's commands; the Python references (eager
+        # PyTorch, which starts slowly on a loaded machine) get at least
+        # the default.
+        timeout = args.timeout if cmd[0] == args.fsdp_run else max(args.timeout, 240)
+        status, out = run_with_timeout(cmd, env, timeout)
         ok = status == 0
-        detail = "" if status is not None else f" (no end within {args.timeout:g} s: killed)"
+        detail = "" if status is not None else f" (no end within {timeout:g} s: killed)"
         report.check(ok, name, detail)
         if not ok:
             report.say("  " + " ".join(cmd))
