@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -230,6 +231,18 @@ void LocalRanks::start(const std::string &exe, std::vector<std::string> &args,
   }
 }
 
+/// The intra-op threads of each of `nproc` ranks on this machine: the cores
+/// this process may run on (its affinity, as a container or taskset limits
+/// it) divided among them, at least 1.
+int threadsPerRank(int64_t nproc) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cores = ::sched_getaffinity(0, sizeof(set), &set) == 0
+                  ? CPU_COUNT(&set)
+                  : static_cast<int>(std::thread::hardware_concurrency());
+  return std::max<int>(1, cores / static_cast<int>(std::max<int64_t>(nproc, 1)));
+}
+
 /// In the child: becomes rank `r`.
 void LocalRanks::execRank(int64_t r, const std::string &exe,
                           std::vector<std::string> &args,
@@ -249,6 +262,11 @@ void LocalRanks::execRank(int64_t r, const std::string &exe,
   ::setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
   ::setenv("MASTER_ADDR", "127.0.0.1", 1);
   ::setenv("MASTER_PORT", port.c_str(), 1);
+  // The ranks share the machine: each takes its share of the cores this
+  // process may run on (at least 1), as torchrun gives each 1, unless
+  // OMP_NUM_THREADS says otherwise (--threads still wins in the rank).
+  ::setenv("OMP_NUM_THREADS", std::to_string(threadsPerRank(nproc)).c_str(),
+           /*overwrite=*/0);
   std::vector<char *> cargs;
   for (std::string &a : args)
     cargs.push_back(a.data());

@@ -1,6 +1,8 @@
 //===- Trainer.cpp - one rank's training run -------------------------------===//
 
 #include "fsdp/runtime/Trainer.h"
+
+#include <ATen/Parallel.h>
 #include "fsdp/runtime/BatchData.h"
 #include "fsdp/runtime/Checkpoint.h"
 #include "fsdp/runtime/CountingAllocator.h"
@@ -475,7 +477,8 @@ void Training::writeSummary(int64_t sharded, int64_t modelBytesRead,
                          {"model_bytes_read", modelBytesRead},
                          {"peak_bytes", peak},
                          {"peak_rank", peakRank},
-                         {"allocator_peak_bytes", allocatorPeak}};
+                         {"allocator_peak_bytes", allocatorPeak},
+                         {"threads", at::get_num_threads()}};
   if (device.is_cuda()) {
     summary["device"] = device.str();
     summary["allocator_reserved_bytes"] = reservedPeak;
