@@ -261,8 +261,15 @@ constexpr const char *kAbortKey = "fsdp/abort";
 /// waits for them before it exits.
 constexpr const char *kAbortReadKey = "fsdp/abort_read";
 
-/// This rank has read the abort (kAbortReadKey).
+/// Whether this process has counted itself in kAbortReadKey: its watchdog
+/// and its main thread may both read the abort, and a rank counted twice
+/// let rank 0 close its store before another rank had read why.
+std::atomic<bool> abortAcknowledged{false};
+
+/// This rank has read the abort (kAbortReadKey), counted once.
 void acknowledgeAbort(c10d::Store &store) {
+  if (abortAcknowledged.exchange(true))
+    return;
   try {
     store.add(kAbortReadKey, 1);
   } catch (...) {
