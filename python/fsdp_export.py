@@ -132,8 +132,11 @@ def save(module, path, inputs, method="trace", targets=None, store_specs=True,
         # Tracing runs forward once in training mode, which would move
         # BatchNorm's statistics: the module, and the archive (which shares
         # its tensors), keep the state they had, as torch.export leaves it.
+        # strict=False: a model returning a dict (a Hugging Face
+        # ModelOutput, transformers 5.x has no torchscript=True) traces to
+        # one, whose `loss` entry fsdp-opt's --loss none takes.
         before = {n: b.detach().clone() for n, b in module.named_buffers()}
-        scripted = torch.jit.trace(module, example, check_trace=False)
+        scripted = torch.jit.trace(module, example, check_trace=False, strict=False)
         with torch.no_grad():
             for n, b in module.named_buffers():
                 b.copy_(before[n])

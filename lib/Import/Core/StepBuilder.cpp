@@ -17,6 +17,7 @@
 #include <torch/csrc/jit/runtime/interpreter.h>
 #include <torch/csrc/jit/runtime/symbolic_shape_registry.h>
 
+#include <functional>
 #include <limits>
 
 using namespace mlir;
@@ -32,6 +33,25 @@ bool fsdp::import::holdsTensor(const AbsValue &abs,
     return pred(abs.tensor);
   return llvm::any_of(abs.elements,
                       [&](const AbsValue &e) { return holdsTensor(e, pred); });
+}
+
+bool fsdp::import::holdsConstantAliasing(const AbsValue &abs,
+                                         const at::Tensor &t) {
+  std::function<bool(const c10::IValue &)> aliases =
+      [&](const c10::IValue &v) -> bool {
+    if (v.isTensor())
+      return v.toTensor().defined() && v.toTensor().is_alias_of(t);
+    if (v.isList())
+      return llvm::any_of(v.toListRef(), aliases);
+    if (v.isTuple())
+      return llvm::any_of(v.toTupleRef().elements(), aliases);
+    return false;
+  };
+  if (abs.isConstant())
+    return aliases(abs.constant);
+  return llvm::any_of(abs.elements, [&](const AbsValue &e) {
+    return holdsConstantAliasing(e, t);
+  });
 }
 
 void fsdp::import::replaceTensor(AbsValue &abs, Value old, Value updated) {
@@ -137,7 +157,45 @@ Value StepBuilder::tensorValue(const AbsValue &abs, Location loc) {
   return Value();
 }
 
+AbsValue StepBuilder::writable(AbsValue abs, Location loc) {
+  if (!abs.isConstant() || !abs.constant.isTensor())
+    return abs;
+  const at::Tensor &t = abs.constant.toTensor();
+  // Its memory its own: not a view of a larger constant, and no other
+  // value the walk holds shares it.
+  bool own = t.defined() && t.storage_offset() == 0 && t.is_contiguous() &&
+             t.nbytes() == t.storage().nbytes();
+  if (!own || constantShared(t))
+    return abs;
+  return AbsValue::ofTensor(materialize(t, loc));
+}
 
+std::vector<size_t>
+StepBuilder::writtenArguments(const c10::FunctionSchema &schema) {
+  std::vector<size_t> written;
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const c10::AliasInfo *alias = schema.arguments()[i].alias_info();
+    if (alias && alias->isWrite())
+      written.push_back(i);
+  }
+  return written;
+}
+
+std::optional<size_t>
+StepBuilder::aliasedArgument(const c10::FunctionSchema &schema, size_t i) {
+  if (i >= schema.returns().size())
+    return std::nullopt;
+  const c10::AliasInfo *info = schema.returns()[i].alias_info();
+  if (!info)
+    return std::nullopt;
+  for (size_t j = 0; j < schema.arguments().size(); ++j) {
+    const c10::AliasInfo *arg = schema.arguments()[j].alias_info();
+    if (arg && arg->isWrite() == info->isWrite() &&
+        arg->beforeSets() == info->beforeSets())
+      return j;
+  }
+  return std::nullopt;
+}
 
 
 Attribute StepBuilder::constantAttr(const c10::IValue &value,
@@ -202,6 +260,9 @@ c10::IValue StepBuilder::toIValue(const AbsValue &abs, const c10::TypePtr &type,
   case AbsValue::Kind::Module:
     return abs.module;
   case AbsValue::Kind::Sequence: {
+    if (abs.isDict)
+      fail(loc, "a dict is passed to an operator, which fsdp-opt cannot "
+                "import: pass its entries");
     if (abs.isTuple) {
       std::vector<c10::IValue> elems;
       auto tupleType = type ? type->cast<c10::TupleType>() : nullptr;
@@ -789,6 +850,15 @@ std::vector<AbsValue> StepBuilder::emitCall(CallSite &site) {
   // The new values of mutated arguments follow the schema's results.
   for (int64_t arg : site.mutated) {
     const AbsValue &a = *site.args[arg];
+    // A constant written with the step's data is a value of the step
+    // (writable) unless others share its memory.
+    if (a.isConstant() && a.constant.isTensor())
+      fail(site.loc, site.overload + " writes argument '" +
+                         schema.arguments()[arg].name() +
+                         "', a constant whose memory other values share (its "
+                         "base, a view of it or a list holding it), which "
+                         "fsdp-opt cannot follow: write through slices and "
+                         "selects of the tensor itself");
     if (!a.isTensor())
       fail(site.loc, site.overload + " writes argument '" +
                          schema.arguments()[arg].name() +
@@ -820,11 +890,8 @@ std::vector<AbsValue> StepBuilder::emitCall(CallSite &site) {
 std::vector<int64_t> StepBuilder::mutatedArguments(const CallSite &site) {
   const c10::FunctionSchema &schema = site.schema;
   std::vector<int64_t> mutated;
-  for (size_t i = 0; i < schema.arguments().size(); ++i) {
-    const auto *alias = schema.arguments()[i].alias_info();
-    if (alias && alias->isWrite())
-      mutated.push_back(i);
-  }
+  for (size_t i : writtenArguments(schema))
+    mutated.push_back(i);
   for (const HiddenMutation &hidden : kHiddenMutations) {
     if (schema.name() != hidden.name)
       continue;

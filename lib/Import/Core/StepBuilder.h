@@ -53,8 +53,10 @@ struct AbsValue {
   c10::IValue constant;            // Kind::Constant (a tensor constant too)
   c10::intrusive_ptr<c10::ivalue::Object> module; // Kind::Module
   std::string path;                // Kind::Module: its path from the root
-  std::vector<AbsValue> elements;  // Kind::Sequence: a list or tuple
+  std::vector<AbsValue> elements;  // Kind::Sequence: a list, tuple or dict
   bool isTuple = false;
+  bool isDict = false;
+  std::vector<c10::IValue> keys;   // a dict's keys, one per element
 
   static AbsValue ofTensor(mlir::Value v) {
     AbsValue a;
@@ -75,6 +77,15 @@ struct AbsValue {
     a.isTuple = isTuple;
     return a;
   }
+  /// A dict (`prim::DictConstruct`: a traced ModelOutput), its entries in
+  /// their order.
+  static AbsValue ofDict(std::vector<c10::IValue> keys,
+                         std::vector<AbsValue> values) {
+    AbsValue a = ofSequence(std::move(values), false);
+    a.isDict = true;
+    a.keys = std::move(keys);
+    return a;
+  }
   bool isConstant() const { return kind == Kind::Constant; }
   bool isTensor() const { return kind == Kind::Tensor; }
   /// True if no part of it depends on runtime data.
@@ -91,6 +102,9 @@ struct AbsValue {
 /// True if `abs` is, or holds in a list or tuple, a tensor for which `pred`
 /// holds.
 bool holdsTensor(const AbsValue &abs, llvm::function_ref<bool(mlir::Value)> pred);
+/// True if `abs` is, or holds in a list or tuple, a constant tensor that
+/// shares memory with `t`.
+bool holdsConstantAliasing(const AbsValue &abs, const at::Tensor &t);
 /// Replaces `old` by `updated` wherever `abs` holds it.
 void replaceTensor(AbsValue &abs, mlir::Value old, mlir::Value updated);
 
@@ -201,6 +215,23 @@ protected:
   /// The SSA tensor `abs` stands for (a constant tensor is materialized), or
   /// null if it is not a tensor.
   mlir::Value tensorValue(const AbsValue &abs, mlir::Location loc);
+  /// What a value the step writes in place binds to: a constant tensor
+  /// (a folded factory such as `new_zeros`, filled by slices afterwards)
+  /// becomes a value of the step, which the write then changes; anything
+  /// else is itself. Folding stays where nothing writes. A constant that
+  /// shares memory with another the walk holds (a view of it, or it in a
+  /// list) stays one: the write is then refused, as a write the other
+  /// would not see.
+  AbsValue writable(AbsValue abs, mlir::Location loc);
+  /// True if a value the walk holds is a constant sharing memory with `t`.
+  virtual bool constantShared(const at::Tensor &t) = 0;
+  /// The arguments `schema` writes (`Tensor(a!)`).
+  static std::vector<size_t> writtenArguments(const c10::FunctionSchema &schema);
+  /// The argument result `i` of `schema` aliases, if any: a view's input
+  /// (a `Tensor(a)` return: slice, select, view, ...) or the argument an
+  /// in-place op writes and returns (`Tensor(a!)`).
+  static std::optional<size_t> aliasedArgument(const c10::FunctionSchema &schema,
+                                               size_t i);
   mlir::Attribute constantAttr(const c10::IValue &value,
                                const c10::Argument *arg, mlir::Location loc,
                                const std::string &what);

@@ -30,6 +30,7 @@
 #include <torch/csrc/jit/runtime/operator.h>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -110,17 +111,32 @@ private:
   Location locate(const json::Object &node);
 
   const AbsValue &lookup(llvm::StringRef name, Location loc);
+  std::optional<size_t> lossOutput(const json::Object &graphModule,
+                                   size_t userOutputs);
+  struct RuntimeWrites {
+    llvm::StringSet<> dynamic;                // tensors holding the step's data
+    llvm::StringMap<std::string> baseOf;      // a view's base (its root)
+    llvm::StringSet<> &written;               // bases written with data
+  };
+  /// Adds to `w.written` the tensors `graph`'s nodes write in place with
+  /// the step's data, directly or through a view (then the view's base).
+  void collectRuntimeWrites(const json::Object &graph, RuntimeWrites &w);
   void bind(llvm::StringRef name, AbsValue abs) {
     env[name.str()] = std::move(abs);
   }
   bool readAfter(const CallSite &site,
                  llvm::function_ref<bool(Value)> aliases) override;
   void replaceEverywhere(Value old, Value updated) override;
+  bool constantShared(const at::Tensor &t) override;
 
   std::unique_ptr<fsdp::runtime::ModelArchive> archive;
   json::Value programJson = nullptr;
   // The graph's values by name.
   std::map<std::string, AbsValue> env;
+  // The values some node writes in place with the step's data, directly or
+  // through a view: bound to a constant (a folded `new_zeros`), they become
+  // values of the step (StepBuilder::writable).
+  llvm::StringSet<> writtenNames;
   // The graphs being walked, outermost first: the program's, and the
   // regions (a higher-order op's subgraph) inside it. Names are unique
   // across them all (torch.export numbers one namespace).
@@ -707,7 +723,10 @@ const AbsValue &ExportImporter::lookup(llvm::StringRef name, Location loc) {
     checkConstantSize(entry->sizes, entry->dtype, loc);
     at::Tensor value = archive->read(*entry);
     valuesRead.push_back({p->second.fqn, static_cast<int64_t>(value.nbytes())});
-    return env[name.str()] = AbsValue::ofConstant(value);
+    AbsValue constant = AbsValue::ofConstant(value);
+    return env[name.str()] = writtenNames.contains(name)
+                                 ? writable(std::move(constant), loc)
+                                 : std::move(constant);
   }
   fail(loc, "value '" + name + "' is used before it is defined");
 }
@@ -719,6 +738,13 @@ bool ExportImporter::readAfter(const CallSite &site,
       for (const Scope &scope : scopes)
         if (scope.lastUse.lookup(name) > scope.index)
           return true;
+  return false;
+}
+
+bool ExportImporter::constantShared(const at::Tensor &t) {
+  for (const auto &[name, abs] : env)
+    if (holdsConstantAliasing(abs, t))
+      return true;
   return false;
 }
 
@@ -1270,7 +1296,9 @@ void ExportImporter::bindOutputs(const json::Object &node,
       continue;
     if (kind == "as_tensor") {
       if (auto name = nameOf(*body))
-        bind(*name, outputs[i]);
+        bind(*name, writtenNames.contains(*name)
+                        ? writable(std::move(outputs[i]), loc)
+                        : outputs[i]);
     } else if (kind == "as_tensors" && body->getAsArray()) {
       const json::Array &names = *body->getAsArray();
       AbsValue &list = outputs[i];
@@ -1280,7 +1308,9 @@ void ExportImporter::bindOutputs(const json::Object &node,
                   "results");
       for (size_t j = 0; j < names.size(); ++j)
         if (auto name = nameOf(names[j]))
-          bind(*name, list.elements[j]);
+          bind(*name, writtenNames.contains(*name)
+                          ? writable(std::move(list.elements[j]), loc)
+                          : list.elements[j]);
     } else {
       fail(loc, "an output of kind " + kind.str() + " is not supported");
     }
@@ -1349,6 +1379,121 @@ ExportImporter::freeNames(const json::Object &graph) {
       free.push_back(entry.first().str());
   std::sort(free.begin(), free.end());
   return freeNamesOf[&graph] = std::move(free);
+}
+
+/// In the walk's order, which tensors hold the step's data (user inputs,
+/// parameters, buffers, random draws, and what is computed from them), which
+/// are views of which, and so which constants a write of the step's data
+/// reaches (its view's base). A constant written only with constants (a
+/// mask built in place) stays a constant.
+void ExportImporter::collectRuntimeWrites(const json::Object &graph,
+                                          RuntimeWrites &w) {
+  const json::Array *nodes = graph.getArray("nodes");
+  if (!nodes)
+    return;
+  auto rootOf = [&](llvm::StringRef name) {
+    auto it = w.baseOf.find(name);
+    return it == w.baseOf.end() ? name.str() : it->second;
+  };
+  auto dynamic = [&](llvm::StringRef name) {
+    if (w.dynamic.contains(name) || w.dynamic.contains(rootOf(name)))
+      return true;
+    auto p = placeholders.find(name);
+    return p != placeholders.end() &&
+           (p->second.kind == Placeholder::Kind::UserInput ||
+            p->second.kind == Placeholder::Kind::Parameter ||
+            p->second.kind == Placeholder::Kind::Buffer);
+  };
+  auto namesIn = [&](const json::Value *v) {
+    llvm::StringMap<size_t> names;
+    if (v)
+      indexUses(*v, 0, names);
+    return names;
+  };
+  auto tensorName = [](const json::Object *arg) -> std::optional<llvm::StringRef> {
+    auto [kind, body] = unionMember(arg);
+    const json::Object *tensor = body ? body->getAsObject() : nullptr;
+    if (kind != "as_tensor" || !tensor)
+      return std::nullopt;
+    return tensor->getString("name");
+  };
+  for (const json::Value &n : *nodes) {
+    const json::Object *node = n.getAsObject();
+    if (!node)
+      continue;
+    const json::Array *outputs = node->getArray("outputs");
+    auto markOutputs = [&] {
+      if (outputs)
+        for (const json::Value &out : *outputs) {
+          // Tensors only: sizes are static, and a number read from data
+          // is refused anyway.
+          auto [kind, body] = unionMember(out.getAsObject());
+          if (kind == "as_tensor" || kind == "as_tensors")
+            for (const auto &name : namesIn(body))
+              w.dynamic.insert(name.first());
+        }
+    };
+    // A region: its inputs as data (their values are the node's), its
+    // results data if anything it reads is.
+    SmallVector<const json::Object *> regions = subgraphs(*node);
+    if (!regions.empty()) {
+      for (const json::Object *sub : regions) {
+        for (const auto &name : namesIn(sub->get("inputs")))
+          w.dynamic.insert(name.first());
+        collectRuntimeWrites(*sub, w);
+      }
+      markOutputs();
+      continue;
+    }
+    llvm::StringRef rest = node->getString("target").value_or("");
+    std::optional<c10::OperatorHandle> op;
+    if (rest.consume_front("torch.ops.aten.")) {
+      auto [name, overload] = rest.rsplit('.');
+      op = c10::Dispatcher::singleton().findSchema(
+          {"aten::" + name.str(), overload == "default" ? "" : overload.str()});
+    }
+    if (!op) {
+      if (llvm::any_of(namesIn(node->get("inputs")),
+                       [&](const auto &e) { return dynamic(e.first()); }))
+        markOutputs();
+      continue;
+    }
+    const c10::FunctionSchema &schema = op->schema();
+    llvm::StringMap<const json::Value *> given;
+    if (const json::Array *inputs = node->getArray("inputs"))
+      for (const json::Value &v : *inputs)
+        if (const json::Object *in = v.getAsObject())
+          if (auto argName = in->getString("name"))
+            given[*argName] = in->get("arg");
+    auto argumentOf = [&](size_t i) { return given.lookup(schema.arguments()[i].name()); };
+    std::vector<size_t> written = writtenArguments(schema);
+    bool typeOnly = aten::hasFact(schema.name(), aten::OpFact::TypeOnlyFactory);
+    bool fromData = op->hasTag(at::Tag::nondeterministic_seeded);
+    for (size_t i = 0; i < schema.arguments().size(); ++i)
+      if (!llvm::is_contained(written, i) && !(typeOnly && i == 0))
+        for (const auto &name : namesIn(argumentOf(i)))
+          fromData |= dynamic(name.first());
+    for (size_t i : written) {
+      const json::Value *arg = argumentOf(i);
+      auto target = tensorName(arg ? arg->getAsObject() : nullptr);
+      if (!target || !fromData)
+        continue;
+      std::string root = rootOf(*target);
+      w.written.insert(root);
+      w.dynamic.insert(root);
+      w.dynamic.insert(*target);
+    }
+    if (fromData)
+      markOutputs();
+    if (outputs)
+      for (size_t i = 0; i < outputs->size(); ++i) {
+        auto out = tensorName((*outputs)[i].getAsObject());
+        std::optional<size_t> viewed = aliasedArgument(schema, i);
+        const json::Value *arg = viewed ? argumentOf(*viewed) : nullptr;
+        if (auto base = tensorName(arg ? arg->getAsObject() : nullptr); out && base)
+          w.baseOf[*out] = rootOf(*base);
+      }
+  }
 }
 
 /// Visits the nodes of `graph` in the innermost scope, which it indexes.
@@ -1489,6 +1634,9 @@ void ExportImporter::importStep(const ImportOptions &options,
       withOverrides(std::move(stored.inputs), options.inputs);
   readSignature(*signature, fileLoc);
 
+  RuntimeWrites runtimeWrites{llvm::StringSet<>(),
+                              llvm::StringMap<std::string>(), writtenNames};
+  collectRuntimeWrites(*graph, runtimeWrites);
   createModule(fileLoc, targets);
   declareModules(program, *nodes);
   declareState(*graph, fileLoc);
@@ -1553,12 +1701,19 @@ void ExportImporter::importStep(const ImportOptions &options,
   const json::Array *outputSpecs = signature->getArray("output_specs");
   if (!outputSpecs)
     fail(fileLoc, "'" + path + "': the graph signature has no output_specs");
+  size_t userOutputs = llvm::count_if(*outputSpecs, [](const json::Value &v) {
+    const json::Object *o = v.getAsObject();
+    return o && o->getObject("user_output");
+  });
+  std::optional<size_t> loss = lossOutput(graphModule, userOutputs);
+  userOutputs = 0;
   for (const json::Value &v : *outputSpecs) {
     auto [kind, object] = signatureEntry(v, "output", fileLoc);
     const json::Object *arg = object->getObject("arg");
     if (!arg)
       fail(fileLoc, "'" + path + "': malformed output spec " + str(v));
     if (kind == "user_output") {
+      bool isLoss = loss && *loss == userOutputs++;
       auto [argKind, argBody] = unionMember(arg);
       if (argKind == "as_none")
         continue;
@@ -1572,7 +1727,7 @@ void ExportImporter::importStep(const ImportOptions &options,
       Value value = tensorValue(abs, fileLoc);
       if (!value)
         fail(fileLoc, "the program returns a value that is not a tensor");
-      results.push_back(value);
+      results.insert(isLoss ? results.begin() : results.end(), value);
     } else if (kind == "buffer_mutation") {
       auto name = arg->getString("name");
       auto fqn = object->getString("buffer_name");
@@ -1587,6 +1742,68 @@ void ExportImporter::importStep(const ImportOptions &options,
     }
   }
   finishFunction(types, results, fileLoc);
+}
+
+/// Where the program returns a dict or a ModelOutput with a `loss` entry
+/// (its output tree, `out_spec`, names it), that entry's index among the
+/// `userOutputs` user outputs: the loss --loss none takes, wherever the
+/// model put it.
+std::optional<size_t>
+ExportImporter::lossOutput(const json::Object &graphModule, size_t userOutputs) {
+  const json::Array *calls = graphModule.getArray("module_call_graph");
+  const json::Object *call =
+      calls && !calls->empty() ? (*calls)[0].getAsObject() : nullptr;
+  const json::Object *signature = call ? call->getObject("signature") : nullptr;
+  std::optional<llvm::StringRef> text =
+      signature ? signature->getString("out_spec") : std::nullopt;
+  if (!text)
+    return std::nullopt;
+  llvm::Expected<json::Value> parsed = parseJSON(*text);
+  if (!parsed) {
+    llvm::consumeError(parsed.takeError());
+    return std::nullopt;
+  }
+  // [version, tree]; a tree is {type, context, children_spec}, a leaf one
+  // without a type.
+  const json::Array *versioned = parsed->getAsArray();
+  const json::Object *tree = versioned && versioned->size() == 2
+                                 ? (*versioned)[1].getAsObject()
+                                 : nullptr;
+  std::function<size_t(const json::Object &)> leaves =
+      [&](const json::Object &node) -> size_t {
+    const json::Array *children = node.getArray("children_spec");
+    if (!node.getString("type") || !children)
+      return 1;
+    size_t n = 0;
+    for (const json::Value &c : *children)
+      if (const json::Object *child = c.getAsObject())
+        n += leaves(*child);
+    return n;
+  };
+  const json::Array *children = tree ? tree->getArray("children_spec") : nullptr;
+  std::optional<llvm::StringRef> context =
+      tree ? tree->getString("context") : std::nullopt;
+  if (!children || !context)
+    return std::nullopt;
+  llvm::Expected<json::Value> keys = parseJSON(*context);
+  if (!keys) {
+    llvm::consumeError(keys.takeError());
+    return std::nullopt;
+  }
+  const json::Array *names = keys->getAsArray();
+  // The tree's leaves are the user outputs, in order.
+  if (!names || names->size() != children->size() || leaves(*tree) != userOutputs)
+    return std::nullopt;
+  size_t index = 0;
+  for (size_t i = 0; i < names->size(); ++i) {
+    const json::Object *child = (*children)[i].getAsObject();
+    if (!child)
+      return std::nullopt;
+    if ((*names)[i].getAsString() == std::optional<llvm::StringRef>("loss"))
+      return leaves(*child) == 1 ? std::optional<size_t>(index) : std::nullopt;
+    index += leaves(*child);
+  }
+  return std::nullopt;
 }
 
 OwningOpRef<ModuleOp> ExportImporter::run(const ImportOptions &options) {

@@ -30,6 +30,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
@@ -190,6 +191,7 @@ private:
   void visitIf(jit::Node *node);
   void visitLoop(jit::Node *node);
   void visitConstruct(jit::Node *node);
+  void visitDictConstruct(jit::Node *node);
   void visitUnpack(jit::Node *node);
   // These return false where they do not apply: the node is then an
   // operator like any other.
@@ -213,9 +215,21 @@ private:
   bool readAfter(const CallSite &site,
                  llvm::function_ref<bool(Value)> aliases) override;
   void replaceEverywhere(Value old, Value updated) override;
+  bool constantShared(const at::Tensor &t) override;
 
   AbsValue &lookup(jit::Value *value);
   void bind(jit::Value *value, AbsValue abs);
+  struct RuntimeWrites {
+    llvm::DenseSet<jit::Value *> dynamic;           // hold the step's data
+    llvm::DenseMap<jit::Value *, jit::Value *> baseOf; // a view's root base
+    llvm::DenseSet<jit::Value *> &written;          // bases written with data
+  };
+  /// Adds to `w.written` the tensors `block`'s nodes write in place with
+  /// the step's data (inputs, parameters, buffers, random draws, and what is
+  /// computed from them), directly or through a view (then the view's
+  /// base); nested blocks included. A constant written only with constants
+  /// (a mask built in place) stays a constant.
+  void collectRuntimeWrites(jit::Block *block, RuntimeWrites &w);
   const std::string *stateOfTensor(const at::Tensor &t) const;
   AbsValue attributeAbs(const std::string &name, const c10::IValue &value,
                         jit::Node *node, Location loc);
@@ -230,6 +244,10 @@ private:
 
   jit::Graph *graph = nullptr;
   llvm::DenseMap<jit::Value *, AbsValue> env;
+  // The values some node writes in place with the step's data, directly or
+  // through a view: bound to a constant (a folded `zeros`), they become
+  // values of the step (StepBuilder::writable).
+  llvm::DenseSet<jit::Value *> written;
   // The path of the module whose code each inlined node is (absent: root).
   llvm::DenseMap<const jit::Node *, std::string> nodeModule;
   // The innermost call each inlined node was inlined through (absent: it is
@@ -627,7 +645,74 @@ AbsValue &Importer::lookup(jit::Value *value) {
 }
 
 void Importer::bind(jit::Value *value, AbsValue abs) {
+  if (written.contains(value))
+    abs = writable(std::move(abs), locationOf(value->node()));
   env[value] = std::move(abs);
+}
+
+/// True if a value of type `t` is or holds a tensor (in a list, tuple,
+/// optional or dict; an object, a module, is not looked into: a class may
+/// hold itself).
+static bool holdsTensorType(const c10::TypePtr &t) {
+  if (t->kind() == c10::TypeKind::TensorType)
+    return true;
+  if (t->kind() == c10::TypeKind::ClassType)
+    return false;
+  return llvm::any_of(t->containedTypes(), holdsTensorType);
+}
+
+void Importer::collectRuntimeWrites(jit::Block *block, RuntimeWrites &w) {
+  auto rootOf = [&](jit::Value *v) {
+    jit::Value *base = w.baseOf.lookup(v);
+    return base ? base : v;
+  };
+  auto dynamic = [&](jit::Value *v) {
+    return w.dynamic.contains(v) || w.dynamic.contains(rootOf(v));
+  };
+  auto mark = [&](jit::Value *v) {
+    if (holdsTensorType(v->type()))
+      w.dynamic.insert(v);
+  };
+  for (jit::Node *node : block->nodes()) {
+    // Parameters and buffers are the step's data, as is a loop's or a
+    // branch's value where anything it reads is.
+    if (node->kind() == c10::prim::GetAttr) {
+      mark(node->output());
+      continue;
+    }
+    bool fromData = node->isNondeterministic();
+    for (jit::Block *inner : node->blocks()) {
+      for (jit::Value *param : inner->inputs())
+        mark(param);
+      collectRuntimeWrites(inner, w);
+      fromData |= llvm::any_of(inner->outputs(), dynamic);
+    }
+    const c10::FunctionSchema *schema = node->maybeSchema();
+    std::vector<size_t> written;
+    if (schema)
+      written = writtenArguments(*schema);
+    bool typeOnly =
+        schema && aten::hasFact(schema->name(), aten::OpFact::TypeOnlyFactory);
+    for (size_t i = 0; i < node->inputs().size(); ++i)
+      if (!llvm::is_contained(written, i) && !(typeOnly && i == 0))
+        fromData |= dynamic(node->inputs()[i]);
+    for (size_t i : written) {
+      if (i >= node->inputs().size() || !fromData)
+        continue;
+      jit::Value *target = node->inputs()[i];
+      w.written.insert(rootOf(target));
+      w.dynamic.insert(rootOf(target));
+      w.dynamic.insert(target);
+    }
+    if (fromData)
+      for (jit::Value *out : node->outputs())
+        mark(out);
+    for (size_t i = 0; schema && i < node->outputs().size(); ++i) {
+      std::optional<size_t> aliased = aliasedArgument(*schema, i);
+      if (aliased && *aliased < node->inputs().size())
+        w.baseOf[node->outputs()[i]] = rootOf(node->inputs()[*aliased]);
+    }
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -668,6 +753,8 @@ void Importer::visitNode(jit::Node *node) {
   case c10::prim::ListConstruct:
   case c10::prim::TupleConstruct:
     return visitConstruct(node);
+  case c10::prim::DictConstruct:
+    return visitDictConstruct(node);
   case c10::prim::ListUnpack:
   case c10::prim::TupleUnpack:
     return visitUnpack(node);
@@ -742,11 +829,41 @@ void Importer::visitConstruct(jit::Node *node) {
                             node->kind() == c10::prim::TupleConstruct));
 }
 
+/// A dict (a traced ModelOutput: `trace(..., strict=False)`), keyed by
+/// constant strings or integers.
+void Importer::visitDictConstruct(jit::Node *node) {
+  Location loc = locationOf(node);
+  std::vector<c10::IValue> keys;
+  std::vector<AbsValue> values;
+  for (size_t i = 0; i + 1 < node->inputs().size(); i += 2) {
+    const AbsValue &key = lookup(node->inputs()[i]);
+    if (!key.isConstant() || !(key.constant.isString() || key.constant.isInt()))
+      fail(loc, "a dict whose keys are not constant strings or integers "
+                "cannot be imported");
+    keys.push_back(key.constant);
+    values.push_back(lookup(node->inputs()[i + 1]));
+  }
+  bind(node->output(), AbsValue::ofDict(std::move(keys), std::move(values)));
+}
+
+static bool sameKey(const c10::IValue &a, const c10::IValue &b) {
+  if (a.isString() && b.isString())
+    return a.toStringRef() == b.toStringRef();
+  return a.isInt() && b.isInt() && a.toInt() == b.toInt();
+}
+
+static std::string keyText(const c10::IValue &key) {
+  return key.isString() ? "'" + key.toStringRef() + "'"
+                        : std::to_string(key.isInt() ? key.toInt() : 0);
+}
+
 void Importer::visitUnpack(jit::Node *node) {
   Location loc = locationOf(node);
   AbsValue seq = lookup(node->input());
   std::vector<AbsValue> elements;
-  if (seq.kind == AbsValue::Kind::Sequence) {
+  if (seq.isDict) {
+    fail(loc, "cannot unpack a dict");
+  } else if (seq.kind == AbsValue::Kind::Sequence) {
     elements = seq.elements;
   } else if (seq.isConstant() && seq.constant.isList()) {
     for (const c10::IValue &e : seq.constant.toListRef())
@@ -768,6 +885,17 @@ void Importer::visitUnpack(jit::Node *node) {
 bool Importer::visitIndex(jit::Node *node) {
   AbsValue seq = lookup(node->inputs()[0]);
   AbsValue index = lookup(node->inputs()[1]);
+  if (seq.isDict) {
+    // `outputs["last_hidden_state"]`: an entry, by its constant key.
+    if (!index.isConstant())
+      fail(locationOf(node), "a dict is read at a key that is not a constant");
+    for (size_t i = 0; i < seq.keys.size(); ++i)
+      if (sameKey(seq.keys[i], index.constant)) {
+        bind(node->output(), seq.elements[i]);
+        return true;
+      }
+    fail(locationOf(node), "the dict has no entry " + keyText(index.constant));
+  }
   if (seq.kind != AbsValue::Kind::Sequence || !index.isConstant() ||
       !index.constant.isInt())
     return false;
@@ -790,7 +918,7 @@ bool Importer::visitAppend(jit::Node *node) {
     return false;
   auto it = env.find(node->inputs()[0]);
   if (it == env.end() || it->second.kind != AbsValue::Kind::Sequence ||
-      it->second.isTuple)
+      it->second.isTuple || it->second.isDict)
     return false;
   it->second.elements.push_back(lookup(node->inputs()[1]));
   bind(node->output(), it->second);
@@ -1225,6 +1353,13 @@ bool Importer::readAfter(const CallSite &site,
   return false;
 }
 
+bool Importer::constantShared(const at::Tensor &t) {
+  for (const auto &entry : env)
+    if (holdsConstantAliasing(entry.second, t))
+      return true;
+  return false;
+}
+
 void Importer::replaceEverywhere(Value old, Value updated) {
   for (auto &entry : env)
     replaceTensor(entry.second, old, updated);
@@ -1457,6 +1592,13 @@ void Importer::importStep(const ImportOptions &options, TimingScope &timing,
   // what the list reads. The walk folds tuples and the remaining constants
   // itself; dead ops are removed from the functional IR it builds.
   jit::ConstantPropagationImmutableTypes(graphOwner);
+  RuntimeWrites runtimeWrites{llvm::DenseSet<jit::Value *>(),
+                              llvm::DenseMap<jit::Value *, jit::Value *>(),
+                              written};
+  for (jit::Value *input : graph->inputs())
+    if (holdsTensorType(input->type()))
+      runtimeWrites.dynamic.insert(input);
+  collectRuntimeWrites(graph->block(), runtimeWrites);
 
   inlineTiming.stop();
   TimingScope stateTiming = timing.nest("declare parameters and buffers");
@@ -1608,9 +1750,20 @@ void Importer::createStep(const StepInputs &inputs, const jit::Module &root,
 void Importer::finishStep(const StepInputs &inputs, Location fileLoc) {
   SmallVector<Value> results;
   // At the code that computed each output (the return statement has no
-  // range of its own in code that was loaded).
-  for (jit::Value *out : graph->outputs())
-    flattenOutputs(lookup(out), locationOf(out->node()), results);
+  // range of its own in code that was loaded). A dict's entries in their
+  // order, its `loss` first (a ModelOutput's own loss, for --loss none).
+  for (jit::Value *out : graph->outputs()) {
+    AbsValue abs = lookup(out);
+    if (abs.isDict)
+      for (size_t i = 1; i < abs.keys.size(); ++i)
+        if (sameKey(abs.keys[i], c10::IValue(std::string("loss")))) {
+          std::rotate(abs.keys.begin(), abs.keys.begin() + i,
+                      abs.keys.begin() + i + 1);
+          std::rotate(abs.elements.begin(), abs.elements.begin() + i,
+                      abs.elements.begin() + i + 1);
+        }
+    flattenOutputs(abs, locationOf(out->node()), results);
+  }
   finishFunction(inputs.types, results, fileLoc);
 }
 
