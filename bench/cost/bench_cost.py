@@ -85,12 +85,7 @@ def export(name, module, inputs, path):
         out = train_parity.first(module(*inputs.values()))
     gen = torch.Generator().manual_seed(1)
     target = train_parity.target_for(out, "cross_entropy", gen)
-    if name == "gpt2":
-        import hf_models  # transformers' causal mask, made traceable
-        with hf_models.traceable_masks():
-            fsdp_export.save(module, path, inputs, targets={"target": target})
-    else:
-        fsdp_export.save(module, path, inputs, targets={"target": target})
+    fsdp_export.save(module, path, inputs, targets={"target": target})
     return out, gen
 
 
