@@ -383,6 +383,8 @@ void ModelArchive::readExportIndex() {
       if (!dtype)
         throw fail(where + " has a dtype this reader does not know");
       entry.dtype = *dtype;
+      if (meta.contains("requires_grad") && meta["requires_grad"].is_boolean())
+        entry.requiresGrad = meta["requires_grad"].get<bool>();
       entry.sizes = ints("sizes");
       entry.strides = ints("strides");
       if (entry.sizes.size() != entry.strides.size())

@@ -661,7 +661,7 @@ void ExportImporter::declareState(const json::Object &graph,
           p.fqn);
       if (!inserted) {
         if (states.lookup(it->second).isParam !=
-            (p.kind == Placeholder::Kind::Parameter))
+            (p.kind == Placeholder::Kind::Parameter && entry->requiresGrad))
           fail(fileLoc, "'" + p.fqn + "' and '" + it->second +
                             "' are one tensor, but one is a parameter and "
                             "the other a buffer");
@@ -670,14 +670,18 @@ void ExportImporter::declareState(const json::Object &graph,
       }
     }
     std::string modulePath = owner(p.fqn);
+    // A frozen parameter (requires_grad=False) is state the step reads and
+    // never trains: a buffer of the step.
+    const fsdp::runtime::ModelArchive::Entry *entry = archive->find(p.fqn);
+    bool trained = p.kind == Placeholder::Kind::Parameter &&
+                   (!entry || entry->requiresGrad);
     declareStateSymbol(p.fqn, modulePath, moduleClasses.lookup(modulePath),
                        metaOf(graph, name, fileLoc,
                               (p.kind == Placeholder::Kind::Parameter
                                    ? "parameter '"
                                    : "buffer '") +
                                   p.fqn + "'"),
-                       p.kind == Placeholder::Kind::Parameter, p.persistent,
-                       fileLoc);
+                       trained, p.persistent, fileLoc);
   }
 }
 

@@ -576,8 +576,11 @@ void Importer::declareState(const jit::Module &root) {
     std::string cls = cleanClassName(m.type()->name()->qualifiedName());
     modules.push_back(builder.getStrArrayAttr({named.name, cls}));
     moduleClasses[named.name] = cls;
+    // A frozen parameter (requires_grad=False) is state the step reads
+    // and never trains: a buffer of the step.
     for (const auto &p : m.named_parameters(/*recurse=*/false))
-      declare(named.name, m, p.name, p.value, /*isParam=*/true);
+      declare(named.name, m, p.name, p.value,
+              /*isParam=*/p.value.requires_grad());
     for (const auto &b : m.named_buffers(/*recurse=*/false))
       declare(named.name, m, b.name, b.value, /*isParam=*/false);
   }

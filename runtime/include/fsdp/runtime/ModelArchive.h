@@ -69,6 +69,9 @@ public:
     std::vector<int64_t> sizes, strides;
     int64_t storageOffset; // in elements
     int64_t storageBytes;  // of the whole storage (record)
+    // A torch.export archive's parameter saved with requires_grad=False (a
+    // frozen one); true where the archive does not say.
+    bool requiresGrad = true;
     int64_t numel() const;
   };
 
