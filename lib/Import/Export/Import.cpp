@@ -557,6 +557,27 @@ void ExportImporter::checkInputSpec(const json::Object &graph,
   }
 }
 
+/// The ATen operator a node's target names (`torch.ops.aten.add.Tensor`;
+/// `default` is the overload without a name), if this libtorch has it.
+static std::optional<c10::OperatorHandle> atenOperator(llvm::StringRef target) {
+  if (!target.consume_front("torch.ops.aten."))
+    return std::nullopt;
+  auto [name, overload] = target.rsplit('.');
+  return c10::Dispatcher::singleton().findSchema(
+      {"aten::" + name.str(), overload == "default" ? "" : overload.str()});
+}
+
+/// A JSON value serialized as a string inside the program (an output
+/// tree, a tree node's context), parsed; none if it does not parse.
+static std::optional<json::Value> parseEmbedded(llvm::StringRef text) {
+  llvm::Expected<json::Value> parsed = parseJSON(text);
+  if (!parsed) {
+    llvm::consumeError(parsed.takeError());
+    return std::nullopt;
+  }
+  return std::move(*parsed);
+}
+
 /// The subgraphs a node holds (a region's, a branch's).
 static SmallVector<const json::Object *> subgraphs(const json::Object &node) {
   SmallVector<const json::Object *> graphs;
@@ -1138,14 +1159,10 @@ void ExportImporter::visitNode(const json::Object &node, size_t index) {
     fail(loc, "a node without a target");
   if (visitSymbolic(node, *target, loc) || visitRegion(node, *target, loc))
     return;
-  llvm::StringRef rest = *target;
-  if (!rest.consume_front("torch.ops.aten."))
+  if (!target->starts_with("torch.ops.aten."))
     fail(loc, *target + " is not an ATen operator; fsdp-opt imports ATen "
                         "operators only");
-  auto [name, overload] = rest.rsplit('.');
-  std::optional<c10::OperatorHandle> op =
-      c10::Dispatcher::singleton().findSchema(
-          {"aten::" + name.str(), overload == "default" ? "" : overload.str()});
+  std::optional<c10::OperatorHandle> op = atenOperator(*target);
   if (!op)
     fail(loc, *target + " is not an operator this libtorch has");
   const c10::FunctionSchema &schema = op->schema();
@@ -1449,13 +1466,8 @@ void ExportImporter::collectRuntimeWrites(const json::Object &graph,
       markOutputs();
       continue;
     }
-    llvm::StringRef rest = node->getString("target").value_or("");
-    std::optional<c10::OperatorHandle> op;
-    if (rest.consume_front("torch.ops.aten.")) {
-      auto [name, overload] = rest.rsplit('.');
-      op = c10::Dispatcher::singleton().findSchema(
-          {"aten::" + name.str(), overload == "default" ? "" : overload.str()});
-    }
+    std::optional<c10::OperatorHandle> op =
+        atenOperator(node->getString("target").value_or(""));
     if (!op) {
       if (llvm::any_of(namesIn(node->get("inputs")),
                        [&](const auto &e) { return dynamic(e.first()); }))
@@ -1762,11 +1774,9 @@ ExportImporter::lossOutput(const json::Object &graphModule, size_t userOutputs) 
       signature ? signature->getString("out_spec") : std::nullopt;
   if (!text)
     return std::nullopt;
-  llvm::Expected<json::Value> parsed = parseJSON(*text);
-  if (!parsed) {
-    llvm::consumeError(parsed.takeError());
+  std::optional<json::Value> parsed = parseEmbedded(*text);
+  if (!parsed)
     return std::nullopt;
-  }
   // [version, tree]; a tree is {type, context, children_spec}, a leaf one
   // without a type.
   const json::Array *versioned = parsed->getAsArray();
@@ -1789,12 +1799,8 @@ ExportImporter::lossOutput(const json::Object &graphModule, size_t userOutputs) 
       tree ? tree->getString("context") : std::nullopt;
   if (!children || !context)
     return std::nullopt;
-  llvm::Expected<json::Value> keys = parseJSON(*context);
-  if (!keys) {
-    llvm::consumeError(keys.takeError());
-    return std::nullopt;
-  }
-  const json::Array *names = keys->getAsArray();
+  std::optional<json::Value> keys = parseEmbedded(*context);
+  const json::Array *names = keys ? keys->getAsArray() : nullptr;
   // The tree's leaves are the user outputs, in order.
   if (!names || names->size() != children->size() || leaves(*tree) != userOutputs)
     return std::nullopt;
