@@ -405,6 +405,8 @@ private:
   bool flashAttentionOnCpu(aten::CallOp op);
 
   ModuleOp module;
+  /// Lookups of the state's symbols, each not a walk of the module.
+  SymbolTableCollection symbols;
   func::FuncOp step;
   std::optional<StepOrder> order;
   llvm::SmallVector<Storage> storages;
@@ -1151,8 +1153,8 @@ void Simulation::declareState() {
       flatMembers.insert(cast<FlatSymbolRefAttr>(ref).getAttr());
   auto declare = [&](StringRef name, Type type) {
     int storage = fresh(tensorBytes(type), MemoryCategory::State);
-    storages[storage].host = isHostState(step, FlatSymbolRefAttr::get(
-                                                   module.getContext(), name));
+    storages[storage].host = isHostState(
+        step, FlatSymbolRefAttr::get(module.getContext(), name), &symbols);
     count(storage);
     state[name] = storage;
     stateType[name] = type;
@@ -1314,7 +1316,8 @@ LogicalResult Simulation::simulate(UpdateOp update) {
                  ? storageOf.lookup(update.getValue())
                  : fresh(tensorBytes(type), MemoryCategory::State);
   if (storages[next].refs == 0)
-    storages[next].host = isHostState(update, update.getNameAttr());
+    storages[next].host =
+        isHostState(update, update.getNameAttr(), &symbols);
   count(next);
   uncount(it->second);
   it->second = next;

@@ -101,17 +101,20 @@ SmallVector<Gather> fsdp::collectGathers(const StepOrder &order) {
   return gathers;
 }
 
-bool fsdp::isHostState(Operation *op, FlatSymbolRefAttr name) {
-  Operation *symbol = SymbolTable::lookupNearestSymbolFrom(op, name);
+bool fsdp::isHostState(Operation *op, FlatSymbolRefAttr name,
+                       SymbolTableCollection *symbols) {
+  Operation *symbol = symbols ? symbols->lookupNearestSymbolFrom(op, name)
+                              : SymbolTable::lookupNearestSymbolFrom(op, name);
   return symbol && symbol->hasAttr(kHostAttr);
 }
 
 llvm::DenseSet<Value> fsdp::hostValues(Block &body) {
   llvm::DenseSet<Value> host;
   SmallVector<aten::ConstantOp> constants;
+  SymbolTableCollection symbols;
   for (Operation &op : body) {
     if (auto get = dyn_cast<GetOp>(op)) {
-      if (isHostState(get, get.getNameAttr()))
+      if (isHostState(get, get.getNameAttr(), &symbols))
         host.insert(get.getResult());
     } else if (isa<ToHostOp>(op)) {
       host.insert(op.getResult(0));

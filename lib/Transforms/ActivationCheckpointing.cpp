@@ -38,8 +38,10 @@ struct ActivationCheckpointing
   LogicalResult run(ModuleOp module);
   /// The regions the options name, outermost only, in preorder.
   FailureOr<SmallVector<std::string>> regions(ModuleOp module);
-  /// Checkpoints one region of `body`, whose backward starts at `seed`.
-  void checkpoint(Block &body, Operation *seed, StringRef region);
+  /// Checkpoints one region of `body`, whose backward starts at `seed`;
+  /// `calls` are the region's calls in the forward, in order.
+  void checkpoint(Block &body, Operation *seed, StringRef region,
+                  ArrayRef<Operation *> calls);
 };
 
 FailureOr<SmallVector<std::string>>
@@ -99,31 +101,16 @@ ActivationCheckpointing::regions(ModuleOp module) {
 }
 
 void ActivationCheckpointing::checkpoint(Block &body, Operation *seed,
-                                         StringRef region) {
-  llvm::DenseMap<Operation *, int64_t> position;
-  int64_t n = 0;
-  for (Operation &op : body)
-    position[&op] = n++;
-  int64_t backwardStart = position.lookup(seed);
+                                         StringRef region,
+                                         ArrayRef<Operation *> calls) {
+  // The block keeps its ops' order (isBeforeInBlock), so earlier regions'
+  // recomputations cost nothing here.
   auto inBackward = [&](Operation *op) {
-    auto it = position.find(op);
-    return it != position.end() && it->second >= backwardStart;
+    return op->getBlock() == &body && !op->isBeforeInBlock(seed);
   };
-
-  // The region's calls in the forward, in order.
-  SmallVector<Operation *> calls;
-  llvm::DenseSet<Operation *> inRegion;
-  for (Operation &op : body) {
-    if (position[&op] >= backwardStart)
-      break;
-    if (!isa<aten::CallOp>(op))
-      continue;
-    std::optional<std::string> path = modulePathOf(&op);
-    if (path && isWithinModule(*path, region)) {
-      calls.push_back(&op);
-      inRegion.insert(&op);
-    }
-  }
+  if (calls.empty())
+    return;
+  llvm::DenseSet<Operation *> inRegion(calls.begin(), calls.end());
   // What it keeps: values read after it by the forward outside it (its
   // outputs). Values of the region the backward reads are recomputed.
   // The region's other values, recomputed where the backward reads them.
@@ -146,7 +133,7 @@ void ActivationCheckpointing::checkpoint(Block &body, Operation *seed,
     for (Operation *user : result.getUsers())
       if (inBackward(user)) {
         need(result.getDefiningOp());
-        if (!firstUse || position[user] < position[firstUse])
+        if (!firstUse || user->isBeforeInBlock(firstUse))
           firstUse = user;
       }
   }
@@ -257,8 +244,36 @@ LogicalResult ActivationCheckpointing::run(ModuleOp module) {
   FailureOr<SmallVector<std::string>> chosen = regions(module);
   if (failed(chosen))
     return failure();
-  for (const std::string &region : *chosen)
-    checkpoint(body, seed, region);
+  // Each forward call's region, in one walk of the forward (the regions
+  // are disjoint: outermost only): the innermost of its module path's
+  // prefixes that is a region.
+  llvm::StringMap<size_t> index;
+  for (auto [i, region] : llvm::enumerate(*chosen))
+    index[region] = i;
+  SmallVector<SmallVector<Operation *>> calls(chosen->size());
+  for (Operation &op : body) {
+    if (&op == seed)
+      break;
+    if (!isa<aten::CallOp>(op))
+      continue;
+    std::optional<std::string> path = modulePathOf(&op);
+    if (!path)
+      continue;
+    StringRef prefix = *path;
+    while (true) {
+      auto it = index.find(prefix);
+      if (it != index.end()) {
+        calls[it->second].push_back(&op);
+        break;
+      }
+      if (prefix.empty())
+        break;
+      size_t dot = prefix.rfind('.');
+      prefix = dot == StringRef::npos ? StringRef() : prefix.take_front(dot);
+    }
+  }
+  for (auto [i, region] : llvm::enumerate(*chosen))
+    checkpoint(body, seed, region, calls[i]);
   return success();
 }
 

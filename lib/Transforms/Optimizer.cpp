@@ -849,6 +849,7 @@ void Optimizer::gateUpdates(Operation *before) {
   Operation *decided = skip.getDefiningOp();
   if (hostSkip)
     decided = hostSkip.getDefiningOp();
+  SymbolTableCollection symbols;
   for (UpdateOp u : updates) {
     if (u->isBeforeInBlock(decided))
       u->moveBefore(before);
@@ -856,7 +857,7 @@ void Optimizer::gateUpdates(Operation *before) {
     aten::ATenBuilder b(ob, u.getLoc());
     Value value = u.getValue();
     Value old = GetOp::create(ob, u.getLoc(), value.getType(), u.getNameAttr());
-    bool host = isHostState(u, u.getNameAttr());
+    bool host = isHostState(u, u.getNameAttr(), &symbols);
     u.getValueMutable().assign(b.call("aten::where.self",
                                       {host ? hostSkip : skip, old, value},
                                       value.getType()));

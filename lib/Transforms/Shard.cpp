@@ -125,6 +125,8 @@ struct Shard : fsdp::impl::ShardBase<Shard> {
   llvm::DenseMap<Unit *, SmallVector<Value>> viewsOf;
   /// The parameter read each view stands for.
   llvm::DenseMap<Value, Value> viewOf;
+  /// The same, the other way: each parameter read's views, in order.
+  llvm::DenseMap<Value, SmallVector<Value>> viewsOfRead;
   /// Collectives whose wait goes at the end of the step, in start order,
   /// with what to do with the result.
   SmallVector<std::pair<int64_t, std::function<void(OpBuilder &)>>> finishers;
@@ -248,12 +250,23 @@ void Shard::gather(Unit &unit, ArrayRef<OpOperand *> uses, bool recompute) {
                                 b.getI64IntegerAttr(offset));
     mapping.map(old, view);
     viewOf[view] = old;
+    viewsOfRead[old].push_back(view);
   }
   // The forward's views read the forward's views of the same parameters.
+  // (Only this unit's reads have a new view: a walk of their views, not
+  // of every unit's.)
   if (recompute)
-    for (auto [view, read] : viewOf)
-      if (Value now = mapping.lookupOrNull(read); now && now != view)
-        mapping.map(view, now);
+    for (ParamOp param : unit.members) {
+      GetOp read = reads.lookup(param.getSymNameAttr());
+      if (!read)
+        continue;
+      Value now = mapping.lookupOrNull(read.getResult());
+      if (!now)
+        continue;
+      for (Value view : viewsOfRead.lookup(read.getResult()))
+        if (view != now)
+          mapping.map(view, now);
+    }
   // The forward's views again, in their order, from the new buffer.
   if (recompute)
     for (Operation *op : derivedOps.lookup(&unit))
@@ -479,6 +492,9 @@ LogicalResult Shard::run(ModuleOp module) {
 
   OpBuilder symbols(func);
   MLIRContext *ctx = module.getContext();
+  // Flat parameters' names differ (one per unit path): the module's names
+  // before any is made are all a new one can collide with.
+  SymbolTable symbolTable(module);
   for (Unit *unit : ordered) {
     SmallVector<Attribute> members;
     for (ParamOp p : unit->members)
@@ -486,7 +502,7 @@ LogicalResult Shard::run(ModuleOp module) {
     int64_t padded = (unit->numel + groupSize - 1) / groupSize * groupSize;
     std::string name =
         unit->path.empty() ? "_flat_param" : unit->path + "._flat_param";
-    if (module.lookupSymbol(name))
+    if (symbolTable.lookup(name))
       return module.emitError("cannot name the flat parameter of unit '")
              << unit->path << "' " << name << ": the symbol exists";
     Type elem = cast<ShapedType>(unit->members.front().getType())

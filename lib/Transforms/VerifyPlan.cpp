@@ -96,6 +96,7 @@ LogicalResult VerifyPlan::checkFunction(func::FuncOp func) {
   // device, an ATen call does not mix host and device tensors, and state
   // is written from the memory it lives in.
   llvm::DenseSet<Value> host = hostValues(body);
+  SymbolTableCollection symbols;
   for (Operation &op : body) {
     auto onHost = [&](Value v) { return host.contains(v); };
     if (auto start = dyn_cast<CollectiveStartOp>(&op)) {
@@ -107,7 +108,7 @@ LogicalResult VerifyPlan::checkFunction(func::FuncOp func) {
     } else if (isa<ToHostOp>(op) && onHost(op.getOperand(0))) {
       fail(&op, "copies a host tensor to the host");
     } else if (auto update = dyn_cast<UpdateOp>(op)) {
-      bool hostState = isHostState(update, update.getNameAttr());
+      bool hostState = isHostState(update, update.getNameAttr(), &symbols);
       if (hostState != onHost(update.getValue()))
         fail(&op, Twine("writes @") + update.getName() + ", which lives on the " +
                       (hostState ? "host" : "device") + ", from the " +

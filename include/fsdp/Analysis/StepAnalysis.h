@@ -13,6 +13,7 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 
 #include "mlir/IR/Block.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -111,8 +112,10 @@ int64_t commGroupSize(CommGroup group, int64_t worldSize,
                       int64_t shardGroupSize);
 
 /// CPU offload: whether the state symbol `name` (from `op`) lives in host
-/// memory (`fsdp.host`).
-bool isHostState(mlir::Operation *op, mlir::FlatSymbolRefAttr name);
+/// memory (`fsdp.host`). Callers that ask for many names pass `symbols`,
+/// so that each lookup is not a walk of the module.
+bool isHostState(mlir::Operation *op, mlir::FlatSymbolRefAttr name,
+                 mlir::SymbolTableCollection *symbols = nullptr);
 
 /// CPU offload: the values of `body` that live in host memory: reads of
 /// host state, `fsdp.to_host` results, and what ATen computes from them
