@@ -452,6 +452,12 @@ std::string fsdp::saverFlags(const SaverChoice &c) {
   };
   for (const std::string &u : c.offloadOptimUnits)
     out += " --offload-optim-unit " + quoted(u);
+  // Every unit's parameters: FSDP's own flag, not one per unit (a
+  // thousand-layer model's line stays readable).
+  if (c.units > 0 && static_cast<int64_t>(c.offloadUnits.size()) == c.units) {
+    out += " --offload-params";
+    return out;
+  }
   for (const std::string &u : c.offloadUnits)
     out += " --offload-unit " + quoted(u);
   return out;
