@@ -1,76 +1,12 @@
 //===- BatchData.cpp - the batches a run trains on -------------------------===//
 
 #include "fsdp/runtime/BatchData.h"
-#include "fsdp/runtime/Files.h"
-#include "fsdp/runtime/ModelArchive.h"
-
-#include <caffe2/serialize/inline_container.h>
-
-#include <sys/stat.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 
 namespace fsdp::runtime {
 
 namespace {
-
-/// What torch.save wrote to `path`, every tensor checked against its record.
-c10::IValue readTorchSaveFile(const std::string &path) {
-  caffe2::serialize::PyTorchStreamReader reader(path);
-  struct stat info;
-  if (::stat(path.c_str(), &info) != 0)
-    throw Error("cannot read data file '" + path + "': " +
-                std::strerror(errno));
-  return readTorchSave(reader, static_cast<uint64_t>(info.st_size), path);
-}
-
-/// The data file's dict name -> tensor.
-c10::impl::GenericDict readDataFile(const std::string &path) {
-  // A pipe or a device would block or never end.
-  checkFile(path, "data file ");
-  c10::IValue value;
-  try {
-    value = readTorchSaveFile(path);
-  } catch (const c10::Error &e) {
-    throw Error("cannot read data file '" + path + "' (write it with "
-                "torch.save({name: tensor})): " + firstLine(e));
-  }
-  if (!value.isGenericDict())
-    throw Error("data file '" + path + "' must hold a dict name -> tensor");
-  return value.toGenericDict();
-}
-
-/// The data of `input`, every step (`whole`, as the file has it): of a
-/// world of `world` ranks, rank `rank`'s slice of each step's batch,
-/// checked against the plan's type.
-at::Tensor inputData(const at::Tensor &whole, const InputEntry &input,
-                     int rank, int world) {
-  at::Tensor t = whole;
-  if (world > 1 && !input.type.shape.empty() && t.dim() >= 2) {
-    // This rank's slice of the global batch.
-    int64_t batch = t.size(1);
-    if (batch % world != 0)
-      throw Error("data '" + input.name + "' has a batch of " +
-                  std::to_string(batch) + " per step, which does not split "
-                  "into " + std::to_string(world) + " equal slices, one "
-                  "per rank");
-    t = t.narrow(1, rank * (batch / world), batch / world);
-  }
-  std::vector<int64_t> perStep(t.sizes().begin() + std::min<int64_t>(1, t.dim()),
-                               t.sizes().end());
-  if (t.dim() != static_cast<int64_t>(input.type.shape.size()) + 1 ||
-      perStep != input.type.shape || t.scalar_type() != input.type.dtype)
-    throw Error("data '" + input.name + "' is " +
-                TensorSpec{whole.sizes().vec(), t.scalar_type()}.str() +
-                ", but the plan takes [steps]x" + input.type.str() +
-                (world > 1 ? " per rank (the batch of " +
-                                 std::to_string(world) + " ranks together)"
-                           : std::string()));
-  return t;
-}
 
 /// The steps the run takes, given `available` entries of data (-1: the
 /// plan has no inputs) and --steps (`steps`, -1 if not given): all of them
@@ -105,30 +41,68 @@ void countSteps(const Plan &plan, const std::string &path, int64_t available,
 
 } // namespace
 
-std::map<std::string, at::Tensor> loadData(const Plan &plan,
-                                           const std::string &path,
-                                           int64_t &steps, int rank,
-                                           int world) {
-  c10::impl::GenericDict dict = readDataFile(path);
-  std::map<std::string, at::Tensor> data;
+BatchData::BatchData(const Plan &plan, const std::string &path,
+                     int64_t &steps, int rank, int world)
+    : file_(ModelArchive::openData(path)) {
   int64_t available = -1;
   for (const InputEntry &input : plan.inputs) {
-    if (data.count(input.name))
+    if (inputs_.count(input.name))
       continue;
-    auto it = dict.find(input.name);
-    if (it == dict.end() || !it->value().isTensor())
+    const ModelArchive::Entry *entry = file_->find(input.name);
+    if (!entry)
       throw Error("data file '" + path + "' has no tensor '" + input.name +
                   "', an input of the plan (" + input.type.str() + " per step)");
-    at::Tensor t = inputData(it->value().toTensor(), input, rank, world);
-    if (available >= 0 && t.size(0) != available)
+    const std::vector<int64_t> &sizes = entry->sizes;
+    // This rank's slice of the global batch (dimension 1 of the entry).
+    std::vector<int64_t> slice(sizes.begin() + std::min<size_t>(1, sizes.size()),
+                               sizes.end());
+    int64_t part = 0, parts = 1;
+    if (world > 1 && !input.type.shape.empty() && sizes.size() >= 2) {
+      int64_t batch = sizes[1];
+      if (batch % world != 0)
+        throw Error("data '" + input.name + "' has a batch of " +
+                    std::to_string(batch) + " per step, which does not split "
+                    "into " + std::to_string(world) + " equal slices, one "
+                    "per rank");
+      slice[0] = batch / world;
+      part = rank;
+      parts = world;
+    }
+    if (sizes.size() != input.type.shape.size() + 1 ||
+        slice != input.type.shape || entry->dtype != input.type.dtype) {
+      throw Error("data '" + input.name + "' is " +
+                  TensorSpec{sizes, entry->dtype}.str() +
+                  ", but the plan takes [steps]x" + input.type.str() +
+                  (world > 1 ? " per rank (the batch of " +
+                                   std::to_string(world) + " ranks together)"
+                             : std::string()));
+    }
+    int64_t entries = sizes.empty() ? 1 : sizes[0];
+    if (available >= 0 && entries != available)
       throw Error("data entries hold different numbers of steps (" +
                   std::to_string(available) + " and " +
-                  std::to_string(t.size(0)) + " for '" + input.name + "')");
-    available = t.size(0);
-    data[input.name] = t.contiguous();
+                  std::to_string(entries) + " for '" + input.name + "')");
+    available = entries;
+    Input in;
+    in.entry = entry;
+    in.shape = slice;
+    in.entryElements = entries == 0 ? 0 : entry->numel() / entries;
+    in.sliceElements = in.entryElements / parts;
+    in.sliceBegin = part * in.sliceElements;
+    inputs_.emplace(input.name, std::move(in));
   }
   countSteps(plan, path, available, steps);
-  return data;
 }
+
+BatchData::~BatchData() = default;
+
+at::Tensor BatchData::read(const std::string &name, int64_t index) {
+  const Input &in = inputs_.at(name);
+  int64_t begin = index * in.entryElements + in.sliceBegin;
+  return file_->readFlat(*in.entry, begin, begin + in.sliceElements)
+      .view(in.shape);
+}
+
+int64_t BatchData::bytesRead() const { return file_->bytesRead(); }
 
 } // namespace fsdp::runtime

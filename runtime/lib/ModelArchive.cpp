@@ -116,16 +116,7 @@ int64_t ModelArchive::Entry::numel() const {
 }
 
 ModelArchive::ModelArchive(const std::string &path) : path_(path) {
-  // A pipe or a device would block or never end.
-  checkFile(path, "model ");
-  try {
-    reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
-  } catch (const c10::Error &e) {
-    std::ifstream probe(path);
-    throw Error("cannot load model '" + path +
-                "': " + (probe ? firstLine(e) : std::strerror(errno)));
-  }
-  exported_ = isExportArchive(*reader_);
+  open(path);
   if (!exported_ &&
       (!reader_->hasRecord("data.pkl") || !reader_->hasRecord("constants.pkl")))
     throw Error("cannot load model '" + path +
@@ -162,6 +153,107 @@ ModelArchive::ModelArchive(const std::string &path) : path_(path) {
     skippable_.clear();
   }
   readMeta();
+}
+
+/// The zip reader of `path`, a regular file.
+void ModelArchive::open(const std::string &path) {
+  // A pipe or a device would block or never end.
+  checkFile(path, what_ + " ");
+  try {
+    reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
+  } catch (const c10::Error &e) {
+    std::ifstream probe(path);
+    throw Error("cannot " + std::string(what_ == "model" ? "load" : "read") +
+                " " + what_ + " '" + path + "': " +
+                (probe ? firstLine(e) : std::strerror(errno)) +
+                (what_ == "model" ? ""
+                                  : " (write it with torch.save({name: "
+                                    "tensor}))"));
+  }
+  exported_ = what_ == "model" && isExportArchive(*reader_);
+}
+
+std::unique_ptr<ModelArchive> ModelArchive::openData(const std::string &path) {
+  return std::unique_ptr<ModelArchive>(new ModelArchive(path, DataFileTag{}));
+}
+
+ModelArchive::ModelArchive(const std::string &path, DataFileTag)
+    : path_(path), what_("data file") {
+  open(path);
+  auto fail = [&](const std::string &why) {
+    return Error("cannot read data file '" + path + "' (write it with "
+                 "torch.save({name: tensor})): " + why);
+  };
+  if (!reader_->hasRecord("data.pkl"))
+    throw fail("it has no data.pkl");
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat info;
+  if (fd_ < 0 || ::fstat(fd_, &info) != 0) {
+    std::string why = std::strerror(errno);
+    if (fd_ >= 0)
+      ::close(fd_);
+    throw Error("cannot read data file '" + path + "': " + why);
+  }
+  try {
+    checkInflation(*reader_, static_cast<uint64_t>(info.st_size), path);
+    readDataPickle();
+  } catch (const c10::Error &e) {
+    ::close(fd_);
+    throw fail(firstLine(e));
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+}
+
+/// A data file's pickle, as readTorchSave reads it (no class resolved: a
+/// pickle that names one is refused), with every storage left unread: its
+/// record named in its context, its size taken from the zip's directory.
+void ModelArchive::readDataPickle() {
+  auto read = pickleReader(*reader_);
+  auto unread = [](const std::string &key) {
+    return at::DataPtr(nullptr, new UnreadRecord{"data/" + key},
+                       &deleteUnreadRecord, c10::Device(c10::kCPU));
+  };
+  torch::jit::Unpickler unpickler(read, /*type_resolver=*/nullptr,
+                                  /*obj_loader=*/nullptr, unread,
+                                  c10::Device(c10::kCPU));
+  unpickler.set_version(reader_->version());
+  c10::IValue root = unpickler.parse_ivalue();
+  if (!root.isGenericDict())
+    throw Error("data file '" + path_ + "' must hold a dict name -> tensor");
+  for (const auto &item : root.toGenericDict()) {
+    if (!item.key().isString() || !item.value().isTensor())
+      continue;
+    std::string name = item.key().toStringRef();
+    const at::Tensor &t = item.value().toTensor();
+    if (t.layout() != at::kStrided || t.is_quantized() || t.is_conj() ||
+        t.is_neg() || !t.has_storage())
+      throw Error("data file '" + path_ + "': '" + name +
+                  "' is not a dense tensor (save it with .contiguous())");
+    Entry entry;
+    entry.dtype = t.scalar_type();
+    entry.sizes = t.sizes().vec();
+    entry.strides = t.strides().vec();
+    entry.storageOffset = t.storage_offset();
+    entry.storageBytes = static_cast<int64_t>(t.storage().nbytes());
+    entry.record = unreadRecord(t);
+    if (entry.storageBytes > 0) {
+      // Before the first step: a record shorter than its storage (cut
+      // short, or to nothing) is refused, as readTorchSave refuses it.
+      int64_t held = entry.record.empty() || !reader_->hasRecord(entry.record)
+                         ? 0
+                         : static_cast<int64_t>(
+                               reader_->getRecordSize(entry.record));
+      if (held < entry.storageBytes)
+        throw Error("'" + path_ + "': a tensor's storage is " +
+                    std::to_string(entry.storageBytes) +
+                    " bytes, but its record holds " + std::to_string(held) +
+                    " (a truncated or corrupt archive)");
+    }
+    checkInsideStorage(entry, name);
+    entries_.emplace(std::move(name), std::move(entry));
+  }
 }
 
 void ModelArchive::readMeta() {
@@ -593,7 +685,7 @@ void ModelArchive::readBytes(int64_t offset, void *into, int64_t n) {
     if (got < 0 && errno == EINTR)
       continue;
     if (got <= 0)
-      throw Error("cannot read model '" + path_ + "': " +
+      throw Error("cannot read " + what_ + " '" + path_ + "': " +
                   (got < 0 ? std::strerror(errno) : "the file ends early"));
     out += got;
     offset += got;
@@ -628,7 +720,7 @@ at::Tensor ModelArchive::readFlat(const Entry &entry, int64_t begin,
     Stored place = stored(entry.record);
     if (place.offset >= 0) {
       if (place.size >= 0 && place.size < entry.storageBytes)
-        throw Error("cannot read model '" + path_ + "': record '" +
+        throw Error("cannot read " + what_ + " '" + path_ + "': record '" +
                     entry.record + "' is shorter than its tensor");
       readBytes(place.offset + first * item, bytes.data_ptr(), count * item);
       bytesRead_ += count * item;
@@ -640,7 +732,7 @@ at::Tensor ModelArchive::readFlat(const Entry &entry, int64_t begin,
         bytesRead_ += cachedSize_;
       }
       if (cachedSize_ < entry.storageBytes)
-        throw Error("cannot read model '" + path_ + "': record '" +
+        throw Error("cannot read " + what_ + " '" + path_ + "': record '" +
                     entry.record + "' is shorter than its tensor");
       std::memcpy(bytes.data_ptr(),
                   static_cast<const char *>(cachedData_.get()) + first * item,
@@ -651,7 +743,8 @@ at::Tensor ModelArchive::readFlat(const Entry &entry, int64_t begin,
                     .reshape({-1})
                     .narrow(0, begin, end - begin));
   } catch (const c10::Error &e) {
-    throw Error("cannot read model '" + path_ + "': " + firstLine(e));
+    throw Error("cannot read " + what_ + " '" + path_ + "': " +
+                firstLine(e));
   }
   return out;
 }

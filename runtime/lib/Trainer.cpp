@@ -190,14 +190,14 @@ public:
 
   /// Step `step` (0-based): runs it, reports it (rank 0), and writes a
   /// checkpoint where one is due.
-  void step(int64_t step, const std::map<std::string, at::Tensor> &data);
+  void step(int64_t step, BatchData &data);
 
   /// After the last step: the summary (peaks over the ranks) and the
   /// outputs (--save, --outputs, --memory-timeline, --profile).
-  void finish(int64_t modelBytesRead);
+  void finish(int64_t modelBytesRead, int64_t dataBytesRead);
 
 private:
-  StepResult run(int64_t step, const std::map<std::string, at::Tensor> &data);
+  StepResult run(int64_t step, BatchData &data);
   /// The plan on `inputs`: by the executor, or with --cuda-graph, after
   /// the first step, by replaying the step captured on the second.
   std::vector<at::Tensor> execute(std::vector<at::Tensor> inputs);
@@ -205,7 +205,8 @@ private:
   void checkpoint(int64_t step);
   void writeMetrics(const nlohmann::json &line);
   int64_t gatherPeaks();
-  void writeSummary(int64_t sharded, int64_t modelBytesRead, int64_t peakRank);
+  void writeSummary(int64_t sharded, int64_t modelBytesRead,
+                    int64_t dataBytesRead, int64_t peakRank);
   void writeOutputs();
 
   const RunOptions &o;
@@ -252,23 +253,22 @@ Training::Training(const RunOptions &o, const RankInfo &info, const Plan &plan,
     allocator = &AllocatorCounter::install();
 }
 
-void Training::step(int64_t step,
-                    const std::map<std::string, at::Tensor> &data) {
+void Training::step(int64_t step, BatchData &data) {
   StepResult result = run(step, data);
   if (lead)
     report(step, result);
   checkpoint(step);
 }
 
-StepResult Training::run(int64_t step,
-                         const std::map<std::string, at::Tensor> &data) {
+StepResult Training::run(int64_t step, BatchData &data) {
   std::vector<at::Tensor> inputs;
-  // A copy, so the step holds (and counts) its own batch only; with
-  // gradient accumulation, micro-batch k of step s is entry s * K + k.
+  // Read from the file now, so the step holds (and counts) its own batch
+  // only; with gradient accumulation, micro-batch k of step s is entry
+  // s * K + k.
   for (const InputEntry &input : plan.inputs)
     inputs.push_back(
-        data.at(input.name)[step * plan.microBatches + input.microBatch].to(
-            device, /*non_blocking=*/false, /*copy=*/true));
+        data.read(input.name, step * plan.microBatches + input.microBatch)
+            .to(device));
   if (device.is_cuda())
     cuda::synchronize(device); // the step's time starts with its batch
   auto start = std::chrono::steady_clock::now();
@@ -470,11 +470,12 @@ int64_t Training::gatherPeaks() {
 
 /// Rank 0: the metrics file's last line, and the file closed.
 void Training::writeSummary(int64_t sharded, int64_t modelBytesRead,
-                            int64_t peakRank) {
+                            int64_t dataBytesRead, int64_t peakRank) {
   nlohmann::json summary{{"summary", true},
                          {"world_size", info.worldSize},
                          {"sharded_state_bytes", sharded},
                          {"model_bytes_read", modelBytesRead},
+                         {"data_bytes_read", dataBytesRead},
                          {"peak_bytes", peak},
                          {"peak_rank", peakRank},
                          {"allocator_peak_bytes", allocatorPeak},
@@ -502,11 +503,11 @@ void Training::writeSummary(int64_t sharded, int64_t modelBytesRead,
     throw Error("cannot write metrics file '" + o.metrics + "'");
 }
 
-void Training::finish(int64_t modelBytesRead) {
+void Training::finish(int64_t modelBytesRead, int64_t dataBytesRead) {
   int64_t sharded = parameterAndOptimizerBytes(plan, state) + gradBytes;
   int64_t peakRank = gatherPeaks();
   if (lead && metrics.is_open())
-    writeSummary(sharded, modelBytesRead, peakRank);
+    writeSummary(sharded, modelBytesRead, dataBytesRead, peakRank);
   if (lead && info.worldSize > 1)
     std::printf("rank 0 holds %.2f MB of parameters, gradients and optimizer "
                 "state (sharded over %lld ranks)\n",
@@ -639,8 +640,7 @@ void runRank(const RunOptions &o, const RankInfo &info,
   if (o.seed)
     at::manual_seed(*o.seed);
   int64_t steps = o.steps;
-  std::map<std::string, at::Tensor> data =
-      loadData(plan, o.data, steps, info.rank, info.worldSize);
+  BatchData data(plan, o.data, steps, info.rank, info.worldSize);
   int64_t firstStep =
       o.resume.empty()
           ? 0
@@ -655,7 +655,7 @@ void runRank(const RunOptions &o, const RankInfo &info,
                     std::move(checkpointDir), steps);
   for (int64_t step = firstStep; step < steps; ++step)
     training.step(step, data);
-  training.finish(modelBytesRead);
+  training.finish(modelBytesRead, data.bytesRead());
 }
 
 } // namespace fsdp::runtime

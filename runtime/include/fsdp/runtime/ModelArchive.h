@@ -78,6 +78,13 @@ public:
   /// Opens `path` and reads its module pickle (or a torch.export archive's
   /// configs). Throws Error naming the file when it is neither.
   explicit ModelArchive(const std::string &path);
+
+  /// A data file: what `torch.save({name: tensor, ...})` wrote, its tensors
+  /// found by their keys with no value read (the pickle is read as
+  /// readTorchSave reads it: no class is resolved). Each tensor's record is
+  /// checked to be as long as its storage before anything is read. Throws
+  /// Error naming the file ("data file '...'") when it is not such a dict.
+  static std::unique_ptr<ModelArchive> openData(const std::string &path);
   ~ModelArchive();
   ModelArchive(const ModelArchive &) = delete;
   ModelArchive &operator=(const ModelArchive &) = delete;
@@ -131,6 +138,10 @@ private:
   struct Stored {
     int64_t offset = -1, size = -1;
   };
+  struct DataFileTag {};
+  ModelArchive(const std::string &path, DataFileTag);
+  void open(const std::string &path);
+  void readDataPickle();
   Stored stored(const std::string &record);
   void readBytes(int64_t offset, void *into, int64_t n);
   void readPickle();
@@ -139,6 +150,7 @@ private:
   void checkInsideStorage(const Entry &entry, const std::string &name) const;
 
   std::string path_;
+  std::string what_ = "model"; // what the file is, for messages
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
   int fd_ = -1;
   std::map<std::string, Entry> entries_;
