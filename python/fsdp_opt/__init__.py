@@ -192,7 +192,7 @@ class Run:
 
 def train(plan, model, data, steps=None, save=None, threads=None, nproc=None,
           checkpoint_dir=None, checkpoint_every=None, state_dict_type=None, resume=None,
-          seed=None):
+          seed=None, seq_len=None, token_inputs=None, data_order=None, token_dtype=None):
     """Runs `plan` (a Plan or a path) with fsdp-run on local ranks
     (`nproc`: the plan's world size by default) and returns a Run. `save`:
     where rank 0 writes the final parameters and buffers (FQN -> tensor).
@@ -200,7 +200,13 @@ def train(plan, model, data, steps=None, save=None, threads=None, nproc=None,
     ("FULL_STATE_DICT", "SHARDED_STATE_DICT") and `resume` are fsdp-run's
     checkpoint flags (`steps` counts every step, those before the
     checkpoint too). `seed`: torch.manual_seed(seed) on every rank before
-    the first step (dropout's masks)."""
+    the first step (dropout's masks). A token corpus as `data` (.bin or
+    .npy) takes `seq_len`, `token_inputs` ("IDS,TARGETS" or a pair),
+    `data_order` ("shuffle", "sequential") and `token_dtype` ("uint16",
+    "uint32"), fsdp-run's --seq-len, --token-inputs, --data-order and
+    --token-dtype."""
+    if isinstance(token_inputs, (list, tuple)):
+        token_inputs = ",".join(token_inputs)
     if not isinstance(plan, Plan):
         plan = Plan(plan)
     with tempfile.TemporaryDirectory() as tmp:
@@ -216,7 +222,9 @@ def train(plan, model, data, steps=None, save=None, threads=None, nproc=None,
         for flag, value in (("--checkpoint-dir", checkpoint_dir),
                             ("--checkpoint-every", checkpoint_every),
                             ("--state-dict-type", state_dict_type),
-                            ("--resume", resume), ("--seed", seed)):
+                            ("--resume", resume), ("--seed", seed),
+                            ("--seq-len", seq_len), ("--token-inputs", token_inputs),
+                            ("--data-order", data_order), ("--token-dtype", token_dtype)):
             if value is not None:
                 cmd += [flag, str(value)]
         output = _run(cmd)

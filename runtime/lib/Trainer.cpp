@@ -640,7 +640,8 @@ void runRank(const RunOptions &o, const RankInfo &info,
   if (o.seed)
     at::manual_seed(*o.seed);
   int64_t steps = o.steps;
-  BatchData data(plan, o.data, steps, info.rank, info.worldSize);
+  std::unique_ptr<BatchData> data =
+      BatchData::open(plan, o, steps, info.rank, info.worldSize);
   int64_t firstStep =
       o.resume.empty()
           ? 0
@@ -654,8 +655,8 @@ void runRank(const RunOptions &o, const RankInfo &info,
   Training training(o, info, plan, state, *comm, executor, checkpointType,
                     std::move(checkpointDir), steps);
   for (int64_t step = firstStep; step < steps; ++step)
-    training.step(step, data);
-  training.finish(modelBytesRead, data.bytesRead());
+    training.step(step, *data);
+  training.finish(modelBytesRead, data->bytesRead());
 }
 
 } // namespace fsdp::runtime

@@ -1,6 +1,9 @@
 //===- main.cpp - fsdp-run: executes a plan --------------------------------===//
 //
-//   fsdp-run PLAN --model M.pt --data D.pt [--steps N] [--metrics F]
+//   fsdp-run PLAN --model M.pt --data D.pt|CORPUS.bin|CORPUS.npy
+//            [--seq-len T --token-inputs IDS,TARGETS
+//             [--data-order shuffle|sequential] [--token-dtype uint16|uint32]]
+//            [--steps N] [--metrics F]
 //            [--save F] [--outputs F] [--memory-timeline F] [--nproc N]
 //            [--checkpoint-dir DIR [--checkpoint-every N]
 //             [--state-dict-type FULL_STATE_DICT|SHARDED_STATE_DICT]]
@@ -53,6 +56,8 @@ namespace {
                "[--nproc N] [--checkpoint-dir DIR [--checkpoint-every N] "
                "[--state-dict-type FULL_STATE_DICT|SHARDED_STATE_DICT]] "
                "[--resume DIR] [--seed N] [--device cuda|cpu] "
+               "[--seq-len T --token-inputs IDS,TARGETS "
+               "[--data-order shuffle|sequential] [--token-dtype uint16|uint32]] "
                "[--backend nccl|gloo] [--cuda-graph] [--deterministic]\n"
             << "       fsdp-run --check-communicator [--nproc N] "
                "[--shard-group-size S] [--device cuda|cpu] "
@@ -108,6 +113,14 @@ RunOptions parseArgs(int argc, char **argv) {
     };
     if (a == "--model") o.model = value();
     else if (a == "--data") o.data = value();
+    else if (a == "--seq-len") {
+      std::string v = value();
+      o.seqLen = integerFlag("--seq-len", v);
+      if (o.seqLen < 1) usage("--seq-len must be at least 1");
+    }
+    else if (a == "--token-inputs") o.tokenInputs = value();
+    else if (a == "--data-order") o.dataOrder = value();
+    else if (a == "--token-dtype") o.tokenDtype = value();
     else if (a == "--metrics") o.metrics = value();
     else if (a == "--save") o.save = value();
     else if (a == "--outputs") o.outputs = value();

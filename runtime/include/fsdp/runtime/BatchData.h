@@ -7,18 +7,31 @@
 // The file is read as the run goes: its index when it is opened, then each
 // step's slice when the step comes.
 //
+// Or the data is a token corpus (a flat `.bin` of uint16 or uint32 token
+// ids as nanoGPT and Megatron write them, or a 1-D `.npy`): with
+// `--seq-len T`, the corpus is cut into windows of T + 1 tokens (window i
+// starts at token i * T), each the input ids (its first T) and next-token
+// targets (its last T); each entry (step x micro-batch) takes the next
+// global batch of windows in an order that `--seed` fixes, every window
+// once per epoch (shuffled by default, or sequential), and rank r of W the
+// r-th of W equal parts of it. A run longer than an epoch goes on in the
+// next epoch's order. The order is a function of seed, epoch and entry
+// alone, so a resumed run reads what the uninterrupted one reads.
+//
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RUNTIME_BATCHDATA_H
 #define FSDP_RUNTIME_BATCHDATA_H
 
 #include "fsdp/runtime/ModelArchive.h"
 #include "fsdp/runtime/Plan.h"
+#include "fsdp/runtime/RunOptions.h"
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +52,13 @@ public:
   /// the run takes. Throws Error naming the file and the entry.
   BatchData(const Plan &plan, const std::string &path, int64_t &steps,
             int rank, int world);
+  /// The data `o` names: a `torch.save` file as above, or a token corpus
+  /// (`o.data` ending in .bin or .npy; `o.seqLen`, `o.tokenInputs`,
+  /// `o.dataOrder`, `o.tokenDtype`, `o.seed`). `steps` as above; a token
+  /// corpus's default is one epoch.
+  static std::unique_ptr<BatchData> open(const Plan &plan,
+                                         const RunOptions &o, int64_t &steps,
+                                         int rank, int world);
   ~BatchData();
   BatchData(const BatchData &) = delete;
   BatchData &operator=(const BatchData &) = delete;
@@ -59,8 +79,37 @@ private:
     int64_t entryElements = 0;  // of a whole entry (every rank's)
     int64_t sliceBegin = 0, sliceElements = 0;
   };
+  BatchData() = default;
+  at::Tensor readTokens(const std::string &name, int64_t index);
+  void openTokens(const Plan &plan, const RunOptions &o, int64_t &steps,
+                  int rank, int world);
+  const std::vector<int64_t> &orderOf(int64_t epoch);
+
   std::unique_ptr<ModelArchive> file_;
   std::map<std::string, Input> inputs_;
+
+  /// A token corpus: the file, its tokens' dtype and count, where they
+  /// begin; the windows' length (T + 1 tokens, T apart), how many, the
+  /// global batch of windows an entry takes and this rank's part of it.
+  struct Tokens {
+    std::string path;
+    int fd = -1;
+    at::ScalarType dtype = at::kUInt16;
+    int64_t offset = 0, count = 0;
+    int64_t seqLen = 0, windows = 0, globalBatch = 0, perRank = 0, rank = 0;
+    int64_t entriesPerEpoch = 0;
+    bool shuffle = true;
+    uint64_t seed = 0;
+    std::string ids, targets;
+    TensorSpec idsType, targetsType;
+    // The epoch whose order is held, and the last entry read (its ids and
+    // targets come from one read).
+    int64_t epoch = -1, lastIndex = -1;
+    std::vector<int64_t> order;
+    at::Tensor last; // [perRank, T + 1] tokens of the last entry
+    int64_t bytesRead = 0;
+  };
+  std::optional<Tokens> tokens_;
 };
 
 } // namespace fsdp::runtime

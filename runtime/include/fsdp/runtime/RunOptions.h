@@ -34,6 +34,12 @@ struct RunOptions {
   int64_t shardGroupSize = 0; // its shard groups; 0: the world
   // --calibrate FILE: the machine's rates measured and written, no plan
   std::string calibrate;
+  // A token corpus as --data (a .bin or .npy of token ids): --seq-len T,
+  // --token-inputs IDS,TARGETS (the plan's inputs that take the windows'
+  // ids and next-token targets), --data-order shuffle|sequential,
+  // --token-dtype uint16|uint32 (a .bin's; uint16 by default).
+  int64_t seqLen = 0;
+  std::string tokenInputs, dataOrder, tokenDtype;
 };
 
 } // namespace fsdp::runtime
