@@ -645,13 +645,19 @@ void Rendezvous::watch(LocalCheck check, BeforeExit beforeExit) {
         }
         if (!message.empty()) {
           // Not this rank's failure: it names the one that stopped, and
-          // keeps the store up until the others have read it.
+          // keeps the store up until the others have read it (from before
+          // any of them can have read it and left: see failureOfOthers).
+          holding = true;
           abort(message);
           printLineToStderr("fsdp-run: rank 0 stops: " + message);
           if (beforeExit)
             beforeExit();
-          // All but this rank and the one that stopped.
-          holdStoreForOthers(*client, info_.worldSize - 2, stallLimit);
+          // All but this rank and the one that stopped. Up to the whole
+          // timeout, not half: a rank starved of CPU that has not read the
+          // message when rank 0 leaves can only say it lost rank 0 (the
+          // suite's one flaky case, under load); one that cannot read it
+          // within FSDP_RUN_TIMEOUT is itself stalled.
+          holdStoreForOthers(*client, info_.worldSize - 2, timeout_);
           std::_Exit(kStoppedByOtherRank);
         }
       }
@@ -664,6 +670,8 @@ void Rendezvous::watch(LocalCheck check, BeforeExit beforeExit) {
         message = std::string(bytes.begin(), bytes.end());
         // Known to the main thread before rank 0 may close its store.
         setCause(message);
+        if (info_.rank == 0)
+          holding = true;
         acknowledgeAbort(*client);
         failed = true;
         if (info_.rank == 0) {
@@ -673,7 +681,7 @@ void Rendezvous::watch(LocalCheck check, BeforeExit beforeExit) {
           printLineToStderr("fsdp-run: rank 0 stops: " + message);
           if (beforeExit)
             beforeExit();
-          holdStoreForOthers(*client, info_.worldSize - 1, stallLimit);
+          holdStoreForOthers(*client, info_.worldSize - 1, timeout_);
           std::_Exit(kStoppedByOtherRank);
         }
       }
@@ -695,6 +703,8 @@ void Rendezvous::watch(LocalCheck check, BeforeExit beforeExit) {
       // This rank's own failure, found while its main thread is blocked
       // (a collective that does not complete): every rank hears of it.
       own = "rank " + std::to_string(info_.rank) + ": " + own;
+      if (info_.rank == 0)
+        holding = true;
       abort(own);
       printLineToStderr("fsdp-run: error: " + own);
       if (beforeExit)
@@ -702,7 +712,7 @@ void Rendezvous::watch(LocalCheck check, BeforeExit beforeExit) {
       // Rank 0 serves the store that carries the message: keep it up
       // until the others' watchdogs have read it.
       if (info_.rank == 0)
-        holdStoreForOthers(*client, info_.worldSize - 1, stallLimit);
+        holdStoreForOthers(*client, info_.worldSize - 1, timeout_);
       std::_Exit(1);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -730,7 +740,17 @@ void Rendezvous::abort(const std::string &message) {
   try {
     // Only the first failure is kept: the others follow from it.
     std::vector<uint8_t> bytes(message.begin(), message.end());
-    store_->compareSet(kAbortKey, {}, bytes);
+    std::vector<uint8_t> held = store_->compareSet(kAbortKey, {}, bytes);
+    if (held == bytes)
+      // The reporter is not one of the ranks rank 0 waits to hear have
+      // read it: were its main thread to count itself when its collective
+      // fails, rank 0 (holding its store for the others) could leave
+      // before a rank starved of CPU had read why, and that rank would
+      // only say it lost rank 0.
+      abortAcknowledged = true;
+    else
+      // Another rank's failure came first: this rank has read it.
+      acknowledgeAbort(*store_);
   } catch (...) {
   }
 }
@@ -742,6 +762,17 @@ void Rendezvous::setCause(const std::string &message) {
 }
 
 std::string Rendezvous::failureOfOthers(std::chrono::milliseconds patience) {
+  // Rank 0's watchdog is keeping the store up for the ranks that have not
+  // read the failure yet, and ends the process when they have (or the
+  // timeout passes): this thread, woken by a collective that failed when a
+  // rank that had read it left, waits for that rather than ending the
+  // process (and the store) under a rank still to read it.
+  if (info_.rank == 0 && holding.load()) {
+    auto until = std::chrono::steady_clock::now() + timeout_ +
+                 std::chrono::seconds(2);
+    while (std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   auto known = [&] {
     std::lock_guard<std::mutex> lock(causeMutex);
     return cause;

@@ -33,6 +33,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <c10/util/Logging.h>
 #include <torch/version.h>
 
 #include <chrono>
@@ -239,6 +240,11 @@ void printPlan(const Plan &plan) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // c10d logs a lost store connection as a warning with a C++ backtrace
+  // before it throws; fsdp-run reports the cause itself, so its users see
+  // errors only (TORCH_CPP_LOG_LEVEL, where set, still decides).
+  if (!std::getenv("TORCH_CPP_LOG_LEVEL"))
+    FLAGS_caffe2_log_level = 2; // ERROR
   RunOptions o = parseArgs(argc, argv);
   if (o.threads > 0)
     at::set_num_threads(static_cast<int>(o.threads));

@@ -78,6 +78,10 @@ private:
   c10::intrusive_ptr<c10d::Store> store_;
   std::atomic<bool> stopping{false};
   std::atomic<bool> aborted{false};
+  // Rank 0's watchdog keeps the store up until the others have read a
+  // failure (then it ends the process): the main thread must not end it
+  // first.
+  std::atomic<bool> holding{false};
   /// Another rank's failure as this rank's watchdog read it (or the loss
   /// of rank 0's store), for failureOfOthers on the main thread.
   std::mutex causeMutex;
