@@ -11,6 +11,7 @@
 #include <regex>
 
 #include <fcntl.h>
+#include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -71,8 +72,8 @@ bool endsWith(const std::string &text, const std::string &tail) {
          text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-/// splitmix64: the generator of the corpus's order (a few lines that any
-/// reader of the docs can reproduce in Python).
+/// splitmix64: the round function of the corpus's order (a few lines that
+/// any reader of the docs can reproduce in Python).
 uint64_t splitmix64(uint64_t &state) {
   state += 0x9E3779B97F4A7C15ull;
   uint64_t z = state;
@@ -143,6 +144,56 @@ void readNpyHeader(int fd, const std::string &path, int64_t size,
   if (count > (size - offset) / item)
     throw fail("it holds " + std::to_string((size - offset) / item) +
                " tokens, not the " + digits + " its header says");
+}
+
+/// The files `data` names: a comma-separated list, or a glob pattern
+/// (`shard-*.bin`, sorted as glob sorts), or one file.
+std::vector<std::string> corpusFiles(const std::string &data) {
+  std::vector<std::string> files;
+  if (data.find(',') != std::string::npos) {
+    size_t start = 0;
+    while (start <= data.size()) {
+      size_t comma = data.find(',', start);
+      std::string file = data.substr(start, comma == std::string::npos
+                                                ? std::string::npos
+                                                : comma - start);
+      if (file.empty())
+        throw Error("--data '" + data + "' names an empty file");
+      files.push_back(file);
+      if (comma == std::string::npos)
+        break;
+      start = comma + 1;
+    }
+    return files;
+  }
+  if (data.find_first_of("*?[") == std::string::npos)
+    return {data};
+  glob_t found;
+  int rc = ::glob(data.c_str(), GLOB_ERR, nullptr, &found);
+  if (rc == 0)
+    for (size_t i = 0; i < found.gl_pathc; ++i)
+      files.push_back(found.gl_pathv[i]);
+  ::globfree(&found);
+  if (files.empty())
+    throw Error("--data '" + data + "' matches no file");
+  return files;
+}
+
+/// Whether `data` is a token corpus: its files (or its pattern) end in
+/// .bin or .npy.
+bool isTokenCorpus(const std::string &data) {
+  size_t start = 0;
+  while (true) {
+    size_t comma = data.find(',', start);
+    std::string file = data.substr(start, comma == std::string::npos
+                                              ? std::string::npos
+                                              : comma - start);
+    if (!endsWith(file, ".bin") && !endsWith(file, ".npy"))
+      return false;
+    if (comma == std::string::npos)
+      return true;
+    start = comma + 1;
+  }
 }
 
 } // namespace
@@ -217,7 +268,7 @@ std::unique_ptr<BatchData> BatchData::open(const Plan &plan,
                                            const RunOptions &o,
                                            int64_t &steps, int rank,
                                            int world) {
-  bool corpus = endsWith(o.data, ".bin") || endsWith(o.data, ".npy");
+  bool corpus = isTokenCorpus(o.data);
   if (!corpus) {
     for (auto [flag, given] :
          {std::pair<const char *, bool>{"--seq-len", o.seqLen > 0},
@@ -235,8 +286,10 @@ std::unique_ptr<BatchData> BatchData::open(const Plan &plan,
 }
 
 BatchData::~BatchData() {
-  if (tokens_ && tokens_->fd >= 0)
-    ::close(tokens_->fd);
+  if (tokens_)
+    for (const Tokens::Part &part : tokens_->parts)
+      if (part.fd >= 0)
+        ::close(part.fd);
 }
 
 void BatchData::openTokens(const Plan &plan, const RunOptions &o,
@@ -308,33 +361,48 @@ void BatchData::openTokens(const Plan &plan, const RunOptions &o,
   t.globalBatch = batch * world;
   t.rank = rank;
 
-  // The file: a regular one, its tokens' dtype and count.
-  checkFile(path, "token corpus ");
-  t.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  struct stat info;
-  if (t.fd < 0 || ::fstat(t.fd, &info) != 0)
-    throw Error("cannot read token corpus '" + path + "': " +
-                std::strerror(errno));
-  int64_t size = info.st_size;
-  if (endsWith(path, ".npy")) {
-    if (!o.tokenDtype.empty())
-      throw Error("--token-dtype is for a .bin corpus: '" + path +
-                  "' says its own dtype");
-    readNpyHeader(t.fd, path, size, t.dtype, t.count, t.offset);
-  } else {
-    if (o.tokenDtype.empty() || o.tokenDtype == "uint16")
-      t.dtype = at::kUInt16;
-    else if (o.tokenDtype == "uint32")
-      t.dtype = at::kUInt32;
-    else
-      throw Error("--token-dtype is uint16 or uint32, not '" + o.tokenDtype +
-                  "'");
-    int64_t item = static_cast<int64_t>(c10::elementSize(t.dtype));
-    if (size % item != 0)
-      throw Error("token corpus '" + path + "' is " + std::to_string(size) +
-                  " bytes, not a whole number of " +
-                  c10::toString(t.dtype) + " tokens (--token-dtype)");
-    t.count = size / item;
+  // The files, read in order as one corpus: each a regular one, all of
+  // one dtype.
+  std::vector<std::string> files = corpusFiles(path);
+  for (const std::string &file : files) {
+    checkFile(file, "token corpus ");
+    Tokens::Part &part = t.parts.emplace_back();
+    part.path = file;
+    part.first = t.count;
+    part.fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat info;
+    if (part.fd < 0 || ::fstat(part.fd, &info) != 0)
+      throw Error("cannot read token corpus '" + file + "': " +
+                  std::strerror(errno));
+    int64_t size = info.st_size;
+    at::ScalarType dtype;
+    if (endsWith(file, ".npy")) {
+      if (!o.tokenDtype.empty())
+        throw Error("--token-dtype is for a .bin corpus: '" + file +
+                    "' says its own dtype");
+      readNpyHeader(part.fd, file, size, dtype, part.count, part.offset);
+    } else {
+      if (o.tokenDtype.empty() || o.tokenDtype == "uint16")
+        dtype = at::kUInt16;
+      else if (o.tokenDtype == "uint32")
+        dtype = at::kUInt32;
+      else
+        throw Error("--token-dtype is uint16 or uint32, not '" +
+                    o.tokenDtype + "'");
+      int64_t item = static_cast<int64_t>(c10::elementSize(dtype));
+      if (size % item != 0)
+        throw Error("token corpus '" + file + "' is " + std::to_string(size) +
+                    " bytes, not a whole number of " + c10::toString(dtype) +
+                    " tokens (--token-dtype)");
+      part.count = size / item;
+    }
+    if (&part != &t.parts.front() && dtype != t.dtype)
+      throw Error("token corpus '" + file + "' holds " +
+                  c10::toString(dtype) + " tokens, but '" +
+                  t.parts.front().path + "' holds " + c10::toString(t.dtype) +
+                  ": one corpus has one dtype");
+    t.dtype = dtype;
+    t.count += part.count;
   }
   t.windows = t.count > 1 ? (t.count - 1) / t.seqLen : 0;
   t.entriesPerEpoch = t.windows / t.globalBatch;
@@ -351,26 +419,34 @@ void BatchData::openTokens(const Plan &plan, const RunOptions &o,
     steps = std::max<int64_t>(1, t.entriesPerEpoch / micro);
 }
 
-const std::vector<int64_t> &BatchData::orderOf(int64_t epoch) {
-  Tokens &t = *tokens_;
-  if (t.epoch == epoch)
-    return t.order;
-  t.order.resize(t.windows);
-  for (int64_t i = 0; i < t.windows; ++i)
-    t.order[i] = i;
-  if (t.shuffle) {
-    // Fisher-Yates from the last element down, each draw splitmix64's
-    // next value modulo i + 1, from state seed ^ (epoch * golden ratio).
-    uint64_t state = t.seed ^ (static_cast<uint64_t>(epoch) *
-                               0xD1B54A32D192ED03ull);
-    for (int64_t i = t.windows - 1; i > 0; --i) {
-      int64_t j = static_cast<int64_t>(splitmix64(state) %
-                                       static_cast<uint64_t>(i + 1));
-      std::swap(t.order[i], t.order[j]);
+int64_t BatchData::windowAt(int64_t epoch, int64_t position) const {
+  const Tokens &t = *tokens_;
+  if (!t.shuffle)
+    return position;
+  // A bijection of [0, 2^bits) (a 4-round Feistel network on two halves
+  // of `bits` bits, each round's function splitmix64 of the key, the round
+  // and the right half), walked until it lands in [0, windows): a shuffle
+  // of the epoch's windows that holds no table, whatever the corpus's size.
+  int bits = 2;
+  while (bits < 63 && (int64_t(1) << bits) < t.windows)
+    ++bits;
+  bits += bits & 1;
+  const int half = bits / 2;
+  const uint64_t mask = (uint64_t(1) << half) - 1;
+  const uint64_t key = t.seed ^ (static_cast<uint64_t>(epoch) *
+                                 0xD1B54A32D192ED03ull);
+  uint64_t x = static_cast<uint64_t>(position);
+  do {
+    uint64_t left = x >> half, right = x & mask;
+    for (uint64_t round = 0; round < 4; ++round) {
+      uint64_t state = key ^ (round << 56) ^ right;
+      uint64_t next = left ^ (splitmix64(state) & mask);
+      left = right;
+      right = next;
     }
-  }
-  t.epoch = epoch;
-  return t.order;
+    x = (left << half) | right;
+  } while (x >= static_cast<uint64_t>(t.windows));
+  return static_cast<int64_t>(x);
 }
 
 at::Tensor BatchData::readTokens(const std::string &name, int64_t index) {
@@ -378,18 +454,31 @@ at::Tensor BatchData::readTokens(const std::string &name, int64_t index) {
   if (t.lastIndex != index) {
     int64_t epoch = index / t.entriesPerEpoch;
     int64_t entry = index % t.entriesPerEpoch;
-    const std::vector<int64_t> &order = orderOf(epoch);
     int64_t item = static_cast<int64_t>(c10::elementSize(t.dtype));
     at::Tensor windows = at::empty({t.perRank, t.seqLen + 1},
                                    at::TensorOptions().dtype(t.dtype));
     char *into = static_cast<char *>(windows.data_ptr());
     for (int64_t i = 0; i < t.perRank; ++i) {
-      int64_t window =
-          order[entry * t.globalBatch + t.rank * t.perRank + i];
-      int64_t n = (t.seqLen + 1) * item;
-      readAt(t.fd, t.path, t.offset + window * t.seqLen * item, into + i * n,
-             n);
-      t.bytesRead += n;
+      int64_t window = windowAt(
+          epoch, entry * t.globalBatch + t.rank * t.perRank + i);
+      // Tokens [window * T, window * T + T + 1) of the corpus, from the
+      // files that hold them.
+      int64_t token = window * t.seqLen, left = t.seqLen + 1;
+      char *out = into + i * (t.seqLen + 1) * item;
+      auto part = std::upper_bound(
+          t.parts.begin(), t.parts.end(), token,
+          [](int64_t v, const Tokens::Part &p) { return v < p.first; });
+      --part;
+      while (left > 0) {
+        int64_t at = token - part->first;
+        int64_t n = std::min(left, part->count - at);
+        readAt(part->fd, part->path, part->offset + at * item, out, n * item);
+        t.bytesRead += n * item;
+        out += n * item;
+        token += n;
+        left -= n;
+        ++part;
+      }
     }
     t.last = windows.to(at::kLong);
     t.lastIndex = index;

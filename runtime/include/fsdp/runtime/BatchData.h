@@ -8,12 +8,14 @@
 // step's slice when the step comes.
 //
 // Or the data is a token corpus (a flat `.bin` of uint16 or uint32 token
-// ids as nanoGPT and Megatron write them, or a 1-D `.npy`): with
+// ids as nanoGPT and Megatron write them, or a 1-D `.npy`; or several of
+// one dtype, a list or a glob, read in order as one): with
 // `--seq-len T`, the corpus is cut into windows of T + 1 tokens (window i
 // starts at token i * T), each the input ids (its first T) and next-token
 // targets (its last T); each entry (step x micro-batch) takes the next
 // global batch of windows in an order that `--seed` fixes, every window
-// once per epoch (shuffled by default, or sequential), and rank r of W the
+// once per epoch (shuffled by default, by a keyed permutation that holds
+// no table, or sequential), and rank r of W the
 // r-th of W equal parts of it. A run longer than an epoch goes on in the
 // next epoch's order. The order is a function of seed, epoch and entry
 // alone, so a resumed run reads what the uninterrupted one reads.
@@ -83,7 +85,8 @@ private:
   at::Tensor readTokens(const std::string &name, int64_t index);
   void openTokens(const Plan &plan, const RunOptions &o, int64_t &steps,
                   int rank, int world);
-  const std::vector<int64_t> &orderOf(int64_t epoch);
+  /// The window at `position` of epoch `epoch`'s order.
+  int64_t windowAt(int64_t epoch, int64_t position) const;
 
   std::unique_ptr<ModelArchive> file_;
   std::map<std::string, Input> inputs_;
@@ -92,20 +95,25 @@ private:
   /// begin; the windows' length (T + 1 tokens, T apart), how many, the
   /// global batch of windows an entry takes and this rank's part of it.
   struct Tokens {
-    std::string path;
-    int fd = -1;
+    /// One file of the corpus: where its tokens begin in it, how many,
+    /// and the corpus's index of its first.
+    struct Part {
+      std::string path;
+      int fd = -1;
+      int64_t offset = 0, count = 0, first = 0;
+    };
+    std::string path; // --data as given
+    std::vector<Part> parts;
     at::ScalarType dtype = at::kUInt16;
-    int64_t offset = 0, count = 0;
+    int64_t count = 0;
     int64_t seqLen = 0, windows = 0, globalBatch = 0, perRank = 0, rank = 0;
     int64_t entriesPerEpoch = 0;
     bool shuffle = true;
     uint64_t seed = 0;
     std::string ids, targets;
     TensorSpec idsType, targetsType;
-    // The epoch whose order is held, and the last entry read (its ids and
-    // targets come from one read).
-    int64_t epoch = -1, lastIndex = -1;
-    std::vector<int64_t> order;
+    // The last entry read (its ids and targets come from one read).
+    int64_t lastIndex = -1;
     at::Tensor last; // [perRank, T + 1] tokens of the last entry
     int64_t bytesRead = 0;
   };
