@@ -50,23 +50,6 @@ void countSteps(const Plan &plan, const std::string &path, int64_t available,
                 std::to_string(available) + " steps");
 }
 
-/// Reads `n` bytes at `offset` of `fd` into `into`; Error naming `path`.
-void readAt(int fd, const std::string &path, int64_t offset, void *into,
-            int64_t n) {
-  char *out = static_cast<char *>(into);
-  while (n > 0) {
-    ssize_t got = ::pread(fd, out, n, offset);
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got <= 0)
-      throw Error("cannot read token corpus '" + path + "': " +
-                  (got < 0 ? std::strerror(errno) : "the file ends early"));
-    out += got;
-    offset += got;
-    n -= got;
-  }
-}
-
 bool endsWith(const std::string &text, const std::string &tail) {
   return text.size() >= tail.size() &&
          text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
@@ -94,7 +77,7 @@ void readNpyHeader(int fd, const std::string &path, int64_t size,
   unsigned char head[12];
   if (size < 10)
     throw fail("it is too short");
-  readAt(fd, path, 0, head, std::min<int64_t>(size, 12));
+  readAt(fd, path, 0, head, std::min<int64_t>(size, 12), "token corpus ");
   if (std::memcmp(head, "\x93NUMPY", 6) != 0)
     throw fail("it does not begin with the .npy magic");
   int major = head[6];
@@ -114,7 +97,7 @@ void readNpyHeader(int fd, const std::string &path, int64_t size,
   if (length > (1 << 20) || start + length > size)
     throw fail("its header is " + std::to_string(length) + " bytes");
   std::string header(length, '\0');
-  readAt(fd, path, start, header.data(), length);
+  readAt(fd, path, start, header.data(), length, "token corpus ");
   std::smatch m;
   if (!std::regex_search(header, m, std::regex("'descr':\\s*'([<>|=]?)([uif])(\\d+)'")))
     throw fail("its header names no dtype");
@@ -295,7 +278,6 @@ BatchData::~BatchData() {
 void BatchData::openTokens(const Plan &plan, const RunOptions &o,
                            int64_t &steps, int rank, int world) {
   Tokens &t = tokens_.emplace();
-  t.path = o.data;
   const std::string &path = o.data;
   if (o.seqLen < 1)
     throw Error("token corpus '" + path + "' needs --seq-len T (the "
@@ -406,6 +388,12 @@ void BatchData::openTokens(const Plan &plan, const RunOptions &o,
   }
   t.windows = t.count > 1 ? (t.count - 1) / t.seqLen : 0;
   t.entriesPerEpoch = t.windows / t.globalBatch;
+  // The shuffle's Feistel halves: the smallest even width >= 2 that
+  // covers the windows, split in two.
+  int bits = 2;
+  while (bits < 63 && (int64_t(1) << bits) < t.windows)
+    ++bits;
+  t.halfBits = (bits + (bits & 1)) / 2;
   if (t.entriesPerEpoch == 0)
     throw Error("token corpus '" + path + "' holds " +
                 std::to_string(t.count) + " tokens: " +
@@ -427,11 +415,7 @@ int64_t BatchData::windowAt(int64_t epoch, int64_t position) const {
   // of `bits` bits, each round's function splitmix64 of the key, the round
   // and the right half), walked until it lands in [0, windows): a shuffle
   // of the epoch's windows that holds no table, whatever the corpus's size.
-  int bits = 2;
-  while (bits < 63 && (int64_t(1) << bits) < t.windows)
-    ++bits;
-  bits += bits & 1;
-  const int half = bits / 2;
+  const int half = t.halfBits;
   const uint64_t mask = (uint64_t(1) << half) - 1;
   const uint64_t key = t.seed ^ (static_cast<uint64_t>(epoch) *
                                  0xD1B54A32D192ED03ull);
@@ -472,7 +456,8 @@ at::Tensor BatchData::readTokens(const std::string &name, int64_t index) {
       while (left > 0) {
         int64_t at = token - part->first;
         int64_t n = std::min(left, part->count - at);
-        readAt(part->fd, part->path, part->offset + at * item, out, n * item);
+        readAt(part->fd, part->path, part->offset + at * item, out, n * item,
+               "token corpus ");
         t.bytesRead += n * item;
         out += n * item;
         token += n;

@@ -82,4 +82,20 @@ void checkFile(const std::string &path, const std::string &what) {
               .first);
 }
 
+void readAt(int fd, const std::string &path, int64_t offset, void *into,
+            int64_t n, const std::string &what) {
+  char *out = static_cast<char *>(into);
+  while (n > 0) {
+    ssize_t got = ::pread(fd, out, n, offset);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0)
+      throw Error("cannot read " + what + "'" + path + "': " +
+                  (got < 0 ? std::strerror(errno) : "the file ends early"));
+    out += got;
+    offset += got;
+    n -= got;
+  }
+}
+
 } // namespace fsdp::runtime

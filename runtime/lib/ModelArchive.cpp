@@ -155,6 +155,18 @@ ModelArchive::ModelArchive(const std::string &path) : path_(path) {
   readMeta();
 }
 
+/// Where an unread tensor `t` lives: its dtype, geometry and record.
+ModelArchive::Entry ModelArchive::entryOf(const at::Tensor &t) {
+  Entry entry;
+  entry.dtype = t.scalar_type();
+  entry.sizes = t.sizes().vec();
+  entry.strides = t.strides().vec();
+  entry.storageOffset = t.storage_offset();
+  entry.storageBytes = static_cast<int64_t>(t.storage().nbytes());
+  entry.record = unreadRecord(t);
+  return entry;
+}
+
 /// The zip reader of `path`, a regular file.
 void ModelArchive::open(const std::string &path) {
   // A pipe or a device would block or never end.
@@ -231,13 +243,7 @@ void ModelArchive::readDataPickle() {
         t.is_neg() || !t.has_storage())
       throw Error("data file '" + path_ + "': '" + name +
                   "' is not a dense tensor (save it with .contiguous())");
-    Entry entry;
-    entry.dtype = t.scalar_type();
-    entry.sizes = t.sizes().vec();
-    entry.strides = t.strides().vec();
-    entry.storageOffset = t.storage_offset();
-    entry.storageBytes = static_cast<int64_t>(t.storage().nbytes());
-    entry.record = unreadRecord(t);
+    Entry entry = entryOf(t);
     if (entry.storageBytes > 0) {
       // Before the first step: a record shorter than its storage (cut
       // short, or to nothing) is refused, as readTorchSave refuses it.
@@ -347,13 +353,7 @@ void ModelArchive::readPickle() {
       if (t.layout() != at::kStrided || t.is_quantized() || t.is_conj() ||
           t.is_neg())
         continue;
-      Entry entry;
-      entry.dtype = t.scalar_type();
-      entry.sizes = t.sizes().vec();
-      entry.strides = t.strides().vec();
-      entry.storageOffset = t.storage_offset();
-      entry.storageBytes = static_cast<int64_t>(t.storage().nbytes());
-      entry.record = unreadRecord(t);
+      Entry entry = entryOf(t);
       if (entry.record.empty() && entry.numel() != 0)
         continue;
       checkInsideStorage(entry, name);
@@ -679,18 +679,7 @@ ModelArchive::Stored ModelArchive::stored(const std::string &record) {
 }
 
 void ModelArchive::readBytes(int64_t offset, void *into, int64_t n) {
-  char *out = static_cast<char *>(into);
-  while (n > 0) {
-    ssize_t got = ::pread(fd_, out, n, offset);
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got <= 0)
-      throw Error("cannot read " + what_ + " '" + path_ + "': " +
-                  (got < 0 ? std::strerror(errno) : "the file ends early"));
-    out += got;
-    offset += got;
-    n -= got;
-  }
+  readAt(fd_, path_, offset, into, n, what_ + " ");
 }
 
 at::Tensor ModelArchive::readFlat(const Entry &entry, int64_t begin,

@@ -102,12 +102,12 @@ private:
       int fd = -1;
       int64_t offset = 0, count = 0, first = 0;
     };
-    std::string path; // --data as given
     std::vector<Part> parts;
     at::ScalarType dtype = at::kUInt16;
     int64_t count = 0;
     int64_t seqLen = 0, windows = 0, globalBatch = 0, perRank = 0, rank = 0;
     int64_t entriesPerEpoch = 0;
+    int halfBits = 1; // the shuffle's Feistel halves (windowAt)
     bool shuffle = true;
     uint64_t seed = 0;
     std::string ids, targets;

@@ -34,6 +34,12 @@ std::vector<char> readFile(const std::string &path,
 /// same Error as readFile's where it is not.
 void checkFile(const std::string &path, const std::string &what);
 
+/// Reads `n` bytes at `offset` of the open file `fd` (`path`, for the
+/// message) into `into`, however many reads that takes; an Error "cannot
+/// read WHAT'PATH': why" where the file fails or ends early.
+void readAt(int fd, const std::string &path, int64_t offset, void *into,
+            int64_t n, const std::string &what);
+
 } // namespace fsdp::runtime
 
 #endif // FSDP_RUNTIME_FILES_H

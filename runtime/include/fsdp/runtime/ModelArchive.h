@@ -142,6 +142,7 @@ private:
   ModelArchive(const std::string &path, DataFileTag);
   void open(const std::string &path);
   void readDataPickle();
+  static Entry entryOf(const at::Tensor &t);
   Stored stored(const std::string &record);
   void readBytes(int64_t offset, void *into, int64_t n);
   void readPickle();
