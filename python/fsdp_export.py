@@ -105,7 +105,7 @@ def _strip_values(scripted):
 
 
 def save(module, path, inputs, method="trace", targets=None, store_specs=True,
-         weights=True):
+         weights=True, eval_path=None):
     """Trace or script `module` in training mode and save it to `path`.
 
     `inputs` maps each forward argument's name to an example tensor, in the
@@ -119,8 +119,26 @@ def save(module, path, inputs, method="trace", targets=None, store_specs=True,
     device, see empty_init) moves to the meta device and is traced there, so
     nothing is computed or materialised. Such an archive compiles and its
     memory can be predicted; it cannot be trained.
+
+    eval_path: also save the module in evaluation mode (`module.eval()`:
+    dropout off, BatchNorm reading its running statistics) there, the same
+    way, for `fsdp-opt --eval-model` (the plan's evaluation step); the
+    module is left in training mode.
     """
-    module.train()
+    saved = _save(module, path, inputs, method, targets, store_specs, weights,
+                  training=True)
+    if eval_path is not None:
+        try:
+            _save(module, eval_path, inputs, method, targets, store_specs,
+                  weights, training=False)
+        finally:
+            module.train()
+    return saved
+
+
+def _save(module, path, inputs, method, targets, store_specs, weights,
+          training):
+    module.train(training)
     example = tuple(inputs.values())
     if not weights:
         module.to("meta")
@@ -163,8 +181,8 @@ def save(module, path, inputs, method="trace", targets=None, store_specs=True,
 
 
 def _save_exported(module, path, inputs, targets, store_specs, weights):
-    """torch.export.export in training mode (dropout and BatchNorm as in
-    training), saved with torch.export.save: a `.pt2` archive that fsdp-opt
+    """torch.export.export in the module's mode (training: dropout and
+    BatchNorm as in training), saved with torch.export.save: a `.pt2` archive that fsdp-opt
     reads as it reads TorchScript. Needs torch 2.x."""
     if not hasattr(torch, "export"):
         raise RuntimeError("method='export' needs torch 2.x (torch.export)")

@@ -19,6 +19,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/FileSystem.h"
@@ -402,6 +403,87 @@ void printChoices(const FSDPSettings &s, llvm::raw_ostream &os) {
   os << "\n";
 }
 
+FailureOr<InputFileKind> modelFileKind(const std::string &inputFilename);
+
+/// The parameters and buffers of an imported model, by name.
+llvm::MapVector<StringRef, Operation *> stateSymbols(ModuleOp module) {
+  llvm::MapVector<StringRef, Operation *> symbols;
+  for (Operation &op : module.getBody()->getOperations())
+    if (isa<ParamOp, BufferOp>(op))
+      symbols[cast<SymbolOpInterface>(op).getName()] = &op;
+  return symbols;
+}
+
+std::string describeState(Operation *op) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << (isa<ParamOp>(op) ? "parameter '" : "buffer '")
+     << cast<SymbolOpInterface>(op).getName() << "' ("
+     << (isa<ParamOp>(op) ? cast<ParamOp>(op).getType()
+                          : cast<BufferOp>(op).getType())
+     << ")";
+  return text;
+}
+
+/// --eval-model: the model in evaluation mode, imported as the training
+/// model was; its forward becomes @eval_forward of `module`, which the
+/// evaluation step is made from. The two must hold the same parameters and
+/// buffers, each with one type.
+LogicalResult addEvalModel(const CompileOptions &o, ModuleOp module,
+                           const ImportOptions &options,
+                           const std::string &inputFilename,
+                           TimingScope &timing) {
+  const std::string &path = o.evalModel;
+  if (!o.wantsTrainStep())
+    return error("--eval-model gives the evaluation step of a training "
+                 "step: it needs --loss");
+  FailureOr<InputFileKind> kind = modelFileKind(path);
+  if (failed(kind))
+    return failure();
+  if (*kind != InputFileKind::TorchScript &&
+      *kind != InputFileKind::ExportedProgram)
+    return error("--eval-model '" + path +
+                 "' is not a TorchScript or torch.export archive");
+  TimingScope scope = timing.nest("Import the model in evaluation mode");
+  ImportOptions evalOptions = options;
+  evalOptions.timing = &scope;
+  OwningOpRef<ModuleOp> eval =
+      *kind == InputFileKind::TorchScript
+          ? importTorchScript(path, evalOptions, module.getContext())
+          : importExportedProgram(path, evalOptions, module.getContext());
+  if (!eval)
+    return failure();
+  auto trained = stateSymbols(module), evaluated = stateSymbols(*eval);
+  for (auto [name, op] : evaluated) {
+    Operation *other = trained.lookup(name);
+    if (!other)
+      return error("--eval-model '" + path + "' holds " + describeState(op) +
+                   ", which '" + inputFilename +
+                   "' does not: the two must be the same model, exported "
+                   "in the two modes");
+    if (describeState(op) != describeState(other))
+      return error("--eval-model '" + path + "' holds " + describeState(op) +
+                   " where '" + inputFilename + "' holds " +
+                   describeState(other));
+  }
+  for (auto [name, op] : trained)
+    if (!evaluated.count(name))
+      return error("'" + inputFilename + "' holds " + describeState(op) +
+                   ", which --eval-model '" + path +
+                   "' does not: the two must be the same model, exported "
+                   "in the two modes");
+  auto forward = (*eval).lookupSymbol<func::FuncOp>("forward");
+  if (!forward)
+    return error("--eval-model '" + path + "' has no forward");
+  if (module.lookupSymbol(kEvalForwardName))
+    return error("'" + inputFilename + "' already has an @" +
+                 kEvalForwardName.str());
+  forward->remove();
+  forward.setSymName(kEvalForwardName);
+  module.push_back(forward);
+  return success();
+}
+
 /// Imports (or parses) the input and runs the budget searches and the
 /// pipeline on it.
 OwningOpRef<ModuleOp> buildModule(CompileOptions &o, MLIRContext &context,
@@ -429,6 +511,14 @@ OwningOpRef<ModuleOp> buildModule(CompileOptions &o, MLIRContext &context,
   importTiming.stop();
   if (!module)
     return nullptr;
+  if (!o.evalModel.empty() &&
+      (!isModel ||
+       failed(addEvalModel(o, *module, *options, inputFilename, timing)))) {
+    if (!isModel)
+      (void)error("--eval-model applies to a model file, but '" +
+                  inputFilename + "' is MLIR");
+    return nullptr;
+  }
   bool train = o.wantsTrainStep() && o.fsdp.enabled;
   bool budget = train && o.fsdp.autoWrap == "budget";
   if (budget && failed(chooseUnderBudget(o, *module, timing)))

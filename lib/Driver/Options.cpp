@@ -66,6 +66,12 @@ void bindImportOptions(Binder &b, CompileOptions &o) {
          "x:8x3x32x32xf32; dtypes f32 f16 bf16 f64 i64 i32 i1); "
          "repeatable; overrides specs stored in the .pt",
          "NAME:DIMSxDTYPE");
+  b.opt("eval-model", o.evalModel, importCategory,
+        "The same model exported in evaluation mode (after model.eval(): "
+        "dropout off, BatchNorm's running statistics), with the same "
+        "parameters and buffers: the plan's evaluation step computes its "
+        "forward. Needed only where the forward differs in evaluation mode",
+        "FILE");
 }
 
 void bindStepOptions(Binder &b, TrainOptions &t, FSDPSettings &s) {

@@ -1,6 +1,7 @@
 //===- AppendLoss.cpp - @forward becomes @train_step returning the loss ----===//
 
 #include "fsdp/Dialect/ATen/IR/ATenBuilder.h"
+#include "fsdp/Dialect/ATen/IR/OpTable.h"
 #include "fsdp/Import/InputSpec.h"
 #include "fsdp/Transforms/Passes.h"
 
@@ -32,6 +33,15 @@ struct AppendLoss : fsdp::impl::AppendLossBase<AppendLoss> {
   }
 
   LogicalResult run(ModuleOp module);
+  /// Appends the targets and the loss `kind` to `f` (a forward), whose only
+  /// result the loss becomes, and names it `name`.
+  LogicalResult appendLoss(func::FuncOp f, LossKind kind,
+                           ArrayRef<InputSpec> specs, StringRef name);
+  /// The function the evaluation step is made from: @eval_forward (the
+  /// model in evaluation mode), else a copy of `forward` where it computes
+  /// the same in both modes; null (and the module says why) where neither.
+  FailureOr<func::FuncOp> evaluationForward(ModuleOp module,
+                                            func::FuncOp forward);
   /// The loss of `out` against `target`, built before `ret`.
   FailureOr<Value> crossEntropy(aten::ATenBuilder &b, func::ReturnOp ret,
                                 Value out, Value target,
@@ -75,7 +85,6 @@ LogicalResult AppendLoss::run(ModuleOp module) {
            << (kind == LossKind::MSE ? "y:8x10xf32" : "y:8xi64") << "), found "
            << specs.size();
 
-  Block &body = forward.getBody().front();
   for (const InputSpec &spec : specs)
     for (unsigned i = 0; i < forward.getNumArguments(); ++i)
       if (auto name = forward.getArgAttrOfType<StringAttr>(i, kNameAttr);
@@ -83,6 +92,108 @@ LogicalResult AppendLoss::run(ModuleOp module) {
         return module.emitError("target '")
                << spec.name << "' has the name of an input of the model";
 
+  FailureOr<func::FuncOp> eval = evaluationForward(module, forward);
+  if (failed(eval) ||
+      failed(appendLoss(forward, *kind, specs, "train_step")))
+    return failure();
+  if (!*eval)
+    return success();
+  if (failed(appendLoss(*eval, *kind, specs, kEvalStepName)))
+    return failure();
+  // Eager evaluation runs under torch.no_grad(): the parameters still
+  // require grad, nothing computed from them does. Ops that read the flag
+  // (matmul) see it on the parameters they read directly.
+  Builder builder(module.getContext());
+  llvm::DenseSet<StringAttr> params;
+  for (ParamOp p : module.getOps<ParamOp>())
+    params.insert(p.getSymNameAttr());
+  for (auto call : eval->getBody().getOps<aten::CallOp>()) {
+    if (!aten::hasFact(call.getOverload(), aten::OpFact::ReadsRequiresGrad))
+      continue;
+    SmallVector<int64_t> operands;
+    for (auto [index, operand] : llvm::enumerate(call.getOperands()))
+      if (auto get = operand.getDefiningOp<GetOp>();
+          get && params.contains(get.getNameAttr().getAttr()) &&
+          isa<FloatType>(
+              cast<ShapedType>(get.getType()).getElementType()))
+        operands.push_back(index);
+    if (!operands.empty())
+      call->setAttr(aten::kRequiresGradAttr,
+                    builder.getDenseI64ArrayAttr(operands));
+  }
+  return success();
+}
+
+/// Where `forward` computes differently in training than in evaluation:
+/// a buffer it updates (BatchNorm's running statistics) or a random draw
+/// (dropout with p > 0), described; "" where nowhere.
+static std::string trainingOnly(func::FuncOp forward) {
+  for (Operation &op : forward.getBody().front()) {
+    if (auto update = dyn_cast<UpdateOp>(op))
+      return "it updates buffer '" + update.getName().str() +
+             "' (BatchNorm's running statistics, in training mode)";
+    auto call = dyn_cast<aten::CallOp>(op);
+    if (!call || !aten::hasFact(call.getOverload(), aten::OpFact::Random))
+      continue;
+    // Dropout with p = 0, or not training, draws nothing that counts.
+    ArrayAttr args = call.getArgs();
+    if (call.getOverload().contains("dropout") && args.size() >= 2) {
+      auto p = dyn_cast<FloatAttr>(args[1]);
+      auto train = args.size() >= 3 ? dyn_cast<BoolAttr>(args[2]) : BoolAttr();
+      if ((p && p.getValueAsDouble() == 0.0) || (train && !train.getValue()))
+        continue;
+    }
+    std::string module = describeModule(call);
+    return "it draws random numbers (" + call.getOverload().str() +
+           (module.empty() ? std::string() : " in " + module) +
+           "), as dropout does in training mode";
+  }
+  return "";
+}
+
+FailureOr<func::FuncOp> AppendLoss::evaluationForward(ModuleOp module,
+                                                      func::FuncOp forward) {
+  if (module.lookupSymbol(kEvalStepName))
+    return module.emitError("the module already has a @") << kEvalStepName;
+  if (auto eval = module.lookupSymbol<func::FuncOp>(kEvalForwardName)) {
+    if (eval.getFunctionType().getInputs() !=
+        forward.getFunctionType().getInputs())
+      return eval.emitOpError("takes ")
+             << eval.getFunctionType().getInputs()
+             << " but @forward takes " << forward.getFunctionType().getInputs()
+             << ": the model in evaluation mode must take the training "
+                "model's inputs";
+    for (unsigned i = 0; i < forward.getNumArguments(); ++i)
+      if (eval.getArgAttr(i, kNameAttr) != forward.getArgAttr(i, kNameAttr))
+        return eval.emitOpError("names its input #")
+               << i << " " << eval.getArgAttr(i, kNameAttr)
+               << " but @forward names it " << forward.getArgAttr(i, kNameAttr);
+    if (eval.getBody().getOps<UpdateOp>().begin() !=
+        eval.getBody().getOps<UpdateOp>().end())
+      return (*eval.getBody().getOps<UpdateOp>().begin())
+                 .emitOpError("updates state in the model in evaluation "
+                              "mode: export it after model.eval()");
+    return eval;
+  }
+  std::string why = trainingOnly(forward);
+  if (!why.empty()) {
+    module->setAttr(kNoEvalStepAttr,
+                    StringAttr::get(module.getContext(),
+                                    "the model's forward differs in "
+                                    "evaluation mode: " + why));
+    return func::FuncOp();
+  }
+  OpBuilder builder(forward);
+  builder.setInsertionPointAfter(forward);
+  auto eval = cast<func::FuncOp>(builder.clone(*forward));
+  eval.setSymName(kEvalForwardName);
+  return eval;
+}
+
+LogicalResult AppendLoss::appendLoss(func::FuncOp forward, LossKind kind,
+                                     ArrayRef<InputSpec> specs,
+                                     StringRef name) {
+  Block &body = forward.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   if (ret.getNumOperands() == 0)
     return ret.emitOpError("returns nothing to take a loss of");
@@ -142,7 +253,7 @@ LogicalResult AppendLoss::run(ModuleOp module) {
   for (auto [k, spec] : llvm::enumerate(specs))
     forward.setArgAttr(firstTarget + k, kNameAttr,
                        builder.getStringAttr(spec.name));
-  forward.setSymName("train_step");
+  forward.setSymName(name);
   return success();
 }
 

@@ -249,6 +249,14 @@ fsdp::predictMemoryReport(ModuleOp module, StringRef entry,
   }
   for (FlatParamOp flat : module.getOps<FlatParamOp>())
     report.unitModules[flat.getSymName()] = flat.getModulePath().str();
+  if (auto eval = module.lookupSymbol<func::FuncOp>(kEvalStepName);
+      eval && entry == "train_step") {
+    FailureOr<MemoryPrediction> evalPrediction = predictMemory(module, eval);
+    if (failed(evalPrediction))
+      return failure();
+    report.evalPeakBytes = evalPrediction->peakBytes;
+    report.evalPeakInstruction = evalPrediction->peakInstruction;
+  }
   return report;
 }
 
@@ -266,6 +274,10 @@ void fsdp::printMemoryReport(const MemoryReport &report, raw_ostream &os) {
        << formatBytes(p.breakdown[c]) << "\n";
   os << "before the step (state and batch): " << formatBytes(p.startBytes)
      << "\n";
+  if (report.evalPeakBytes)
+    os << "evaluation step: peak " << formatBytes(*report.evalPeakBytes)
+       << " (" << *report.evalPeakBytes << " bytes) during its instruction #"
+       << report.evalPeakInstruction << "\n";
   if (p.hostPeakBytes)
     os << "host memory (CPU offload): peak " << formatBytes(p.hostPeakBytes)
        << " (" << p.hostPeakBytes << " bytes)\n";
@@ -321,6 +333,9 @@ void fsdp::writeMemoryReportJSON(const MemoryReport &report,
       {"peak_phase", report.peakPhase},
       {"start_bytes", p.startBytes},
       {"host_peak_bytes", p.hostPeakBytes},
+      {"eval_peak_bytes", report.evalPeakBytes
+                              ? llvm::json::Value(*report.evalPeakBytes)
+                              : llvm::json::Value(nullptr)},
       {"breakdown", std::move(breakdown)},
       {"units", std::move(units)},
       {"timeline", llvm::json::Array(p.timeline)},

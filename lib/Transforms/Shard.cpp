@@ -92,6 +92,10 @@ struct Shard : fsdp::impl::ShardBase<Shard> {
   /// buffer, so that nothing reads the forward's buffer after its free.
   void gather(Unit &unit, ArrayRef<OpOperand *> uses, bool recompute);
   void reduceGradients(Unit &unit);
+  /// The evaluation step `eval` reads the units' parameters as the
+  /// forward does: each gathered before its first read and freed after its
+  /// last.
+  void shardEvaluation(func::FuncOp eval, ArrayRef<Unit *> units);
 
   /// Parameters live whole on every rank (a replicated flat parameter).
   bool replicated() const {
@@ -402,6 +406,35 @@ void Shard::reduceGradients(Unit &unit) {
   });
 }
 
+void Shard::shardEvaluation(func::FuncOp eval, ArrayRef<Unit *> units) {
+  func = eval;
+  body = &eval.getBody().front();
+  order.emplace(*body);
+  reads.clear();
+  viewOf.clear();
+  viewsOfRead.clear();
+  for (auto get : body->getOps<GetOp>())
+    reads.try_emplace(get.getNameAttr().getAttr(), get);
+  for (Unit *unit : units) {
+    SmallVector<Value> memberReads;
+    for (ParamOp p : unit->members)
+      if (GetOp read = reads.lookup(p.getSymNameAttr()))
+        memberReads.push_back(read.getResult());
+    // The reads, and their views' uses, which read the gathered buffer.
+    SmallVector<OpOperand *> uses;
+    for (Value v : viewClosure(memberReads))
+      for (OpOperand &use : v.getUses())
+        uses.push_back(&use);
+    gather(*unit, uses, /*recompute=*/false);
+    for (ParamOp p : unit->members)
+      if (GetOp read = reads.lookup(p.getSymNameAttr());
+          read && read.use_empty()) {
+        reads.erase(p.getSymNameAttr());
+        read.erase();
+      }
+  }
+}
+
 LogicalResult Shard::run(ModuleOp module) {
   if (failed(checkOptions(module)))
     return failure();
@@ -663,6 +696,9 @@ LogicalResult Shard::run(ModuleOp module) {
   OpBuilder end(body->getTerminator());
   for (auto &finish : finishers)
     finish.second(end);
+
+  if (auto eval = module.lookupSymbol<func::FuncOp>(kEvalStepName))
+    shardEvaluation(eval, ordered);
 
   Builder b(ctx);
   module->setAttr(kWorldSizeAttr, b.getI64IntegerAttr(worldSize));

@@ -93,14 +93,17 @@ def _path(path):
     return os.path.join(".", path) if path.startswith("-") else path
 
 
-def export(module, path, inputs, targets=None, method="trace", weights=True):
+def export(module, path, inputs, targets=None, method="trace", weights=True,
+           eval_path=None):
     """Saves `module` with its input (and loss target) specs:
     python/fsdp_export.py's save. method="trace" or "script": TorchScript
     (`.pt`); method="export": torch.export.export in training mode, saved
     with torch.export.save (`.pt2`). weights=False saves shapes only
-    (TorchScript)."""
+    (TorchScript). eval_path: the module in evaluation mode saved there
+    too (compile(..., eval_model=eval_path) gives the plan its evaluation
+    step where dropout or BatchNorm make the modes differ)."""
     return fsdp_export.save(module, path, inputs, method=method, targets=targets,
-                            weights=weights)
+                            weights=weights, eval_path=eval_path)
 
 
 def _flags(options):
@@ -174,10 +177,14 @@ def save_batches(path, batches):
 class Run:
     """What fsdp-run wrote to --metrics: one dict per step (`loss`,
     `step_ms`, `peak_bytes`, and `lr` / `grad_norm` where the plan has
-    them) and the summary."""
+    them), each evaluation's line (`eval_loss` after `step`) and the
+    summary."""
 
     def __init__(self, lines, output):
-        self.steps = [line for line in lines if not line.get("summary")]
+        self.steps = [line for line in lines
+                      if not line.get("summary") and "eval_loss" not in line]
+        self.evals = [line for line in lines
+                      if not line.get("summary") and "eval_loss" in line]
         summaries = [line for line in lines if line.get("summary")]
         self.summary = summaries[-1] if summaries else {}
         self.output = output
@@ -186,13 +193,19 @@ class Run:
     def losses(self):
         return [line["loss"] for line in self.steps]
 
+    @property
+    def eval_losses(self):
+        """(step, eval_loss) of each evaluation: after step `step` (1-based)."""
+        return [(line["step"] + 1, line["eval_loss"]) for line in self.evals]
+
     def __repr__(self):
         return f"Run({len(self.steps)} steps, losses {self.losses})"
 
 
 def train(plan, model, data, steps=None, save=None, threads=None, nproc=None,
           checkpoint_dir=None, checkpoint_every=None, state_dict_type=None, resume=None,
-          seed=None, seq_len=None, token_inputs=None, data_order=None, token_dtype=None):
+          seed=None, seq_len=None, token_inputs=None, data_order=None, token_dtype=None,
+          eval_data=None, eval_every=None, eval_steps=None):
     """Runs `plan` (a Plan or a path) with fsdp-run on local ranks
     (`nproc`: the plan's world size by default) and returns a Run. `save`:
     where rank 0 writes the final parameters and buffers (FQN -> tensor).
@@ -204,7 +217,10 @@ def train(plan, model, data, steps=None, save=None, threads=None, nproc=None,
     .npy) takes `seq_len`, `token_inputs` ("IDS,TARGETS" or a pair),
     `data_order` ("shuffle", "sequential") and `token_dtype` ("uint16",
     "uint32"), fsdp-run's --seq-len, --token-inputs, --data-order and
-    --token-dtype."""
+    --token-dtype. `eval_data` (any form `data` takes), `eval_every` and
+    `eval_steps`: the plan's evaluation step on that data every N steps
+    and after the last (fsdp-run's --eval-data, --eval-every,
+    --eval-steps; Run.eval_losses)."""
     if isinstance(token_inputs, (list, tuple)):
         token_inputs = ",".join(token_inputs)
     if not isinstance(plan, Plan):
@@ -224,7 +240,9 @@ def train(plan, model, data, steps=None, save=None, threads=None, nproc=None,
                             ("--state-dict-type", state_dict_type),
                             ("--resume", resume), ("--seed", seed),
                             ("--seq-len", seq_len), ("--token-inputs", token_inputs),
-                            ("--data-order", data_order), ("--token-dtype", token_dtype)):
+                            ("--data-order", data_order), ("--token-dtype", token_dtype),
+                            ("--eval-data", eval_data), ("--eval-every", eval_every),
+                            ("--eval-steps", eval_steps)):
             if value is not None:
                 cmd += [flag, str(value)]
         output = _run(cmd)

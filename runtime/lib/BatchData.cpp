@@ -252,7 +252,8 @@ std::unique_ptr<BatchData> BatchData::open(const Plan &plan,
                                            int64_t &steps, int rank,
                                            int world) {
   bool corpus = isTokenCorpus(o.data);
-  if (!corpus) {
+  // The token flags serve a corpus given as --eval-data too.
+  if (!corpus && !isTokenCorpus(o.evalData)) {
     for (auto [flag, given] :
          {std::pair<const char *, bool>{"--seq-len", o.seqLen > 0},
           {"--token-inputs", !o.tokenInputs.empty()},
@@ -261,11 +262,38 @@ std::unique_ptr<BatchData> BatchData::open(const Plan &plan,
       if (given)
         throw Error(std::string(flag) + " is for a token corpus (--data "
                     "ending in .bin or .npy), not '" + o.data + "'");
-    return std::make_unique<BatchData>(plan, o.data, steps, rank, world);
   }
+  if (!corpus)
+    return std::make_unique<BatchData>(plan, o.data, steps, rank, world);
   std::unique_ptr<BatchData> data(new BatchData());
   data->openTokens(plan, o, steps, rank, world);
   return data;
+}
+
+std::unique_ptr<BatchData> BatchData::openEval(const Plan &eval,
+                                               const RunOptions &o,
+                                               int64_t &batches, int rank,
+                                               int world) {
+  RunOptions e = o;
+  e.data = o.evalData;
+  if (isTokenCorpus(e.data)) {
+    e.dataOrder = "sequential";
+  } else {
+    e.evalData.clear();
+    e.seqLen = 0;
+    e.tokenInputs.clear();
+    e.dataOrder.clear();
+    e.tokenDtype.clear();
+  }
+  try {
+    return open(eval, e, batches, rank, world);
+  } catch (const Error &error) {
+    // The count of batches is --eval-steps here.
+    std::string why = error.what();
+    if (why.rfind("--steps ", 0) == 0)
+      why = "--eval-steps " + why.substr(8);
+    throw Error("--eval-data: " + why);
+  }
 }
 
 BatchData::~BatchData() {

@@ -931,6 +931,47 @@ static StateEntry parseStateEntry(const json &s, const std::string &path) {
   return e;
 }
 
+/// The evaluation step: its own slots, inputs, outputs and instructions
+/// over `train`'s state, checked as the training step is; it changes no
+/// state and takes one batch (no micro-batches).
+static std::shared_ptr<const Plan>
+parseEvalProgram(const json &e, const Plan &train, const std::string &path) {
+  auto eval = std::make_shared<Plan>();
+  eval->digest = train.digest;
+  eval->function = e.at("function").get<std::string>();
+  eval->numSlots = intAt(e, "num_slots");
+  eval->worldSize = train.worldSize;
+  eval->shardGroupSize = train.shardGroupSize;
+  eval->sharding = train.sharding;
+  eval->device = train.device;
+  eval->state = train.state;
+  std::string where = path + "' evaluation step '" + eval->function;
+  for (const json &i : e.at("inputs")) {
+    if (i.contains("micro_batch"))
+      throw Error("plan '" + where + "': input '" +
+                  i.at("name").get<std::string>() +
+                  "' names a micro-batch; an evaluation step has none");
+    eval->inputs.push_back({i.at("name").get<std::string>(), parseType(i),
+                            intAt(i, "slot"), 0});
+  }
+  eval->outputs = intsAt(e, "outputs");
+  for (const json &i : e.at("instructions"))
+    eval->instructions.push_back(parseInstruction(i, where));
+  validate(*eval, where);
+  for (size_t i = 0; i < eval->instructions.size(); ++i) {
+    const Instruction &inst = eval->instructions[i];
+    if (inst.is<inst::Update>() || inst.is<inst::ReduceScatter>() ||
+        inst.is<inst::AutogradBackward>())
+      throw Error("plan '" + where + "': instruction #" + std::to_string(i) +
+                  " (" + instructionJson(inst).value("kind", "") +
+                  ") belongs to training: an evaluation step changes no "
+                  "state and computes no gradient");
+  }
+  if (eval->outputs.empty())
+    throw Error("plan '" + where + "' returns nothing (its loss first)");
+  return eval;
+}
+
 Plan loadPlan(const std::string &path) {
   // A regular file (a pipe would block, /dev/zero never end) of at most
   // kMaxPlanBytes.
@@ -1008,6 +1049,10 @@ Plan parsePlan(const std::string &bytes, const std::string &path) {
     for (const json &i : j.at("instructions"))
       plan.instructions.push_back(parseInstruction(i, path));
     validate(plan, path);
+    if (j.contains("no_eval"))
+      plan.noEval = j.at("no_eval").get<std::string>();
+    if (j.contains("eval"))
+      plan.eval = parseEvalProgram(j.at("eval"), plan, path);
     return plan;
   } catch (const json::exception &e) {
     throw Error("plan '" + path + "' is malformed: " + e.what());

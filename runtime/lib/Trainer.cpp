@@ -131,6 +131,16 @@ Plan loadPlanFor(const RunOptions &o, const RankInfo &info) {
                            " or a launcher (torchrun, srun)"
                      : ": compile it again with --world-size " +
                            std::to_string(info.worldSize)));
+  if (!o.evalData.empty() && !plan.eval)
+    throw Error(
+        "--eval-data: plan '" + o.plan + "' has no evaluation step" +
+        (plan.noEval.empty()
+             ? std::string(" (fsdp-opt builds one beside a training step, "
+                           "from --loss)")
+             : ": " + plan.noEval +
+                   "; compile it with --eval-model, the model exported in "
+                   "evaluation mode too (fsdp_export.save(..., "
+                   "eval_path=...))"));
   return plan;
 }
 
@@ -178,6 +188,15 @@ struct StepResult {
   int64_t reservedPeak = 0;  // on a GPU: what the caching allocator held
 };
 
+/// The plan's evaluation step and its data (--eval-data): the batches one
+/// evaluation reads, the same ones every time.
+struct Evaluation {
+  const Plan &plan;
+  Executor executor;
+  std::unique_ptr<BatchData> data;
+  int64_t batches = 0;
+};
+
 /// The steps of one rank's run and what they share: the metrics file
 /// (rank 0's), the last step's outputs, and the peaks over the run.
 class Training {
@@ -186,10 +205,11 @@ public:
   Training(const RunOptions &o, const RankInfo &info, const Plan &plan,
            State &state, Communicator &comm, Executor &executor,
            StateDictType checkpointType,
-           std::optional<CheckpointDir> checkpointDir, int64_t steps);
+           std::optional<CheckpointDir> checkpointDir, int64_t steps,
+           Evaluation *evaluation);
 
-  /// Step `step` (0-based): runs it, reports it (rank 0), and writes a
-  /// checkpoint where one is due.
+  /// Step `step` (0-based): runs it, reports it (rank 0), evaluates and
+  /// writes a checkpoint where one is due.
   void step(int64_t step, BatchData &data);
 
   /// After the last step: the summary (peaks over the ranks) and the
@@ -202,6 +222,9 @@ private:
   /// the first step, by replaying the step captured on the second.
   std::vector<at::Tensor> execute(std::vector<at::Tensor> inputs);
   void report(int64_t step, const StepResult &result);
+  /// The evaluation step on every batch of the evaluation data, after step
+  /// `step`: the mean of the global batches' losses, reported (rank 0).
+  void evaluate(int64_t step);
   void checkpoint(int64_t step);
   void writeMetrics(const nlohmann::json &line);
   int64_t gatherPeaks();
@@ -233,16 +256,20 @@ private:
   std::vector<at::Tensor> graphInputs, graphOutputs;
   int64_t graphAllocatorPeak = 0;
   int64_t skippedSteps = 0; // rank 0's count: every rank skips together
+  Evaluation *evaluation; // null without --eval-data
+  int64_t evalPeak = 0;
+  std::optional<double> evalLoss; // the last evaluation's
 };
 
 Training::Training(const RunOptions &o, const RankInfo &info, const Plan &plan,
                    State &state, Communicator &comm, Executor &executor,
                    StateDictType checkpointType,
-                   std::optional<CheckpointDir> checkpointDir, int64_t steps)
+                   std::optional<CheckpointDir> checkpointDir, int64_t steps,
+                   Evaluation *evaluation)
     : o(o), info(info), plan(plan), state(state), comm(comm),
       executor(executor), checkpointType(checkpointType),
       checkpointDir(std::move(checkpointDir)), steps(steps),
-      lead(info.rank == 0), device(comm.device()) {
+      lead(info.rank == 0), device(comm.device()), evaluation(evaluation) {
   if (lead && !o.metrics.empty()) {
     metrics.open(o.metrics);
     if (!metrics)
@@ -257,7 +284,57 @@ void Training::step(int64_t step, BatchData &data) {
   StepResult result = run(step, data);
   if (lead)
     report(step, result);
+  if (evaluation && (step + 1 == steps ||
+                     (o.evalEvery > 0 && (step + 1) % o.evalEvery == 0)))
+    evaluate(step);
   checkpoint(step);
+}
+
+void Training::evaluate(int64_t step) {
+  Evaluation &e = *evaluation;
+  if (device.is_cuda())
+    cuda::synchronize(device);
+  auto start = std::chrono::steady_clock::now();
+  double sum = 0;
+  int64_t peakNow = 0;
+  try {
+    for (int64_t k = 0; k < e.batches; ++k) {
+      std::vector<at::Tensor> inputs;
+      for (const InputEntry &input : e.plan.inputs)
+        inputs.push_back(e.data->read(input.name, k).to(device));
+      std::vector<at::Tensor> out = e.executor.run(inputs, state);
+      // Each rank's loss is its slice's mean: their mean is the global
+      // batch's, as for the training loss.
+      sum += comm.allReduce(out.at(0).to(at::kDouble), CommGroup::World,
+                            /*mean=*/true)
+                 ->wait()
+                 .item<double>();
+      peakNow = std::max(peakNow, e.executor.peakBytes());
+    }
+  } catch (const std::exception &ex) {
+    throw Error(stepPrefix(step, steps) + "evaluation: " + firstLine(ex));
+  }
+  double loss = sum / static_cast<double>(e.batches);
+  double ms = std::chrono::duration<double, std::milli>(
+                  std::chrono::steady_clock::now() - start)
+                  .count();
+  evalPeak = std::max(evalPeak, peakNow);
+  evalLoss = loss;
+  if (!lead)
+    return;
+  std::printf("eval after step %lld/%lld  eval_loss %.6f  (%lld batch%s)  "
+              "%.1f ms  peak %.2f MB%s\n",
+              static_cast<long long>(step + 1), static_cast<long long>(steps),
+              loss, static_cast<long long>(e.batches),
+              e.batches == 1 ? "" : "es", ms, peakNow / 1e6,
+              info.worldSize > 1 ? " (rank 0)" : "");
+  std::fflush(stdout);
+  if (metrics.is_open())
+    writeMetrics({{"step", step},
+                  {"eval_loss", loss},
+                  {"eval_batches", e.batches},
+                  {"eval_ms", ms},
+                  {"eval_peak_bytes", peakNow}});
 }
 
 StepResult Training::run(int64_t step, BatchData &data) {
@@ -451,11 +528,12 @@ void Training::writeMetrics(const nlohmann::json &line) {
 int64_t Training::gatherPeaks() {
   if (info.worldSize <= 1)
     return 0;
-  at::Tensor peaks = at::zeros({4, info.worldSize}, at::kDouble);
+  at::Tensor peaks = at::zeros({5, info.worldSize}, at::kDouble);
   peaks[0][info.rank] = static_cast<double>(peak);
   peaks[1][info.rank] = static_cast<double>(allocatorPeak);
   peaks[2][info.rank] = static_cast<double>(hostPeak);
   peaks[3][info.rank] = static_cast<double>(reservedPeak);
+  peaks[4][info.rank] = static_cast<double>(evalPeak);
   at::Tensor all =
       comm.allReduce(peaks.to(device), CommGroup::World, /*mean=*/false)
           ->wait()
@@ -465,6 +543,7 @@ int64_t Training::gatherPeaks() {
   allocatorPeak = static_cast<int64_t>(all[1].max().item<double>());
   hostPeak = static_cast<int64_t>(all[2].max().item<double>());
   reservedPeak = static_cast<int64_t>(all[3].max().item<double>());
+  evalPeak = static_cast<int64_t>(all[4].max().item<double>());
   return peakRank;
 }
 
@@ -486,6 +565,12 @@ void Training::writeSummary(int64_t sharded, int64_t modelBytesRead,
   }
   if (o.deterministic)
     summary["deterministic"] = true;
+  // Evaluation: the last one's loss, the peak over every one and rank.
+  if (evaluation) {
+    summary["eval_loss"] =
+        evalLoss ? nlohmann::json(*evalLoss) : nlohmann::json(nullptr);
+    summary["eval_peak_bytes"] = evalPeak;
+  }
   if (hostPeak) {
     summary["host_peak_bytes"] = hostPeak;
     // Updates of offloaded state that could not write its own buffer
@@ -652,8 +737,18 @@ void runRank(const RunOptions &o, const RankInfo &info,
   Executor executor = buildExecutor(plan, o.plan, comm.get());
   if (o.profile)
     executor.enableProfiling();
+  std::optional<Evaluation> evaluation;
+  if (!o.evalData.empty()) {
+    int64_t batches = o.evalSteps > 0 ? o.evalSteps : -1;
+    std::unique_ptr<BatchData> evalData = BatchData::openEval(
+        *plan.eval, o, batches, info.rank, info.worldSize);
+    evaluation.emplace(Evaluation{*plan.eval,
+                                  buildExecutor(*plan.eval, o.plan, comm.get()),
+                                  std::move(evalData), batches});
+  }
   Training training(o, info, plan, state, *comm, executor, checkpointType,
-                    std::move(checkpointDir), steps);
+                    std::move(checkpointDir), steps,
+                    evaluation ? &*evaluation : nullptr);
   for (int64_t step = firstStep; step < steps; ++step)
     training.step(step, *data);
   training.finish(modelBytesRead, data->bytesRead());

@@ -24,6 +24,7 @@
 // CHECK-NEXT:    fsdp.get @block.b._flat_param
 // CHECK-NEXT:    fsdp.all_gather.start %{{.+}} for @block.b._flat_param
 // CHECK-NOT:     fsdp.all_gather.start
+// CHECK-LABEL: func.func @eval_step
 
 // A region that is one unit keeps its one backward gather.
 // ONE-LABEL: func.func @train_step
@@ -31,11 +32,19 @@
 // ONE:         fsdp.all_gather.start %{{.+}} for @block._flat_param
 // ONE:         fsdp.recompute = "block"
 // ONE-NOT:     fsdp.all_gather.start
+// ONE-LABEL: func.func @eval_step
 
 // SHARD_GRAD_OP keeps each unit's forward gather through the backward.
 // ZERO2-LABEL: func.func @train_step
 // ZERO2:         {fsdp.backward_start}
 // ZERO2-NOT:     fsdp.all_gather.start
+// The evaluation step has no backward to keep a unit for: each is freed
+// after its last read, and nothing is recomputed.
+// ZERO2-LABEL: func.func @eval_step
+// ZERO2:         fsdp.all_gather.start %{{.+}} for @block.a._flat_param
+// ZERO2-NOT:     fsdp.recompute
+// ZERO2:         fsdp.free
+// ZERO2:         fsdp.all_gather.start %{{.+}} for @block.b._flat_param
 module attributes {fsdp.modules = [["", "models.Net"], ["block", "models.Block"], ["block.a", "torch.nn.modules.linear.Linear"], ["block.b", "torch.nn.modules.linear.Linear"]]} {
   fsdp.param @block.a.weight : tensor<4x4xf32> in "block.a" : "torch.nn.modules.linear.Linear"
   fsdp.param @block.b.weight : tensor<4x4xf32> in "block.b" : "torch.nn.modules.linear.Linear"

@@ -135,6 +135,30 @@ module attributes {fsdp.modules = [["", "models.Net"], ["a", "torch.nn.modules.l
 // TWOSTAGE-NEXT:  fsdp.grad @_flat_param, %[[G]] : tensor<10xf32>
 // ZERO2-NOT:     fsdp.all_gather.start
 
+// The evaluation step (fsdp-append-loss copied the forward: it has no
+// dropout and updates no buffer) reads each unit as the forward does,
+// gathered before its first read and freed after its last, with
+// SHARD_GRAD_OP too: no backward keeps it. Its matmuls see the parameters
+// they read as requiring grad, as eager evaluation under torch.no_grad()
+// does; @unused is not read.
+// ZERO2-LABEL: func.func @eval_step(%arg0: tensor<5x3xf32> {fsdp.name = "x"}) -> tensor<f32>
+// ZERO2-NEXT:    %[[SA:.+]] = fsdp.get @a._flat_param : tensor<6xf32>
+// ZERO2-NEXT:    %[[GA:.+]] = fsdp.all_gather.start %[[SA]] for @a._flat_param group shard : tensor<6xf32> -> <tensor<12xf32>>
+// ZERO2-NEXT:    %[[A:.+]] = fsdp.wait %[[GA]] : <tensor<12xf32>>
+// ZERO2-NEXT:    %[[WA:.+]] = fsdp.view %[[A]][0] : tensor<12xf32> to tensor<4x3xf32>
+// ZERO2-NEXT:    %[[H:.+]] = aten.call "aten::linear"(%arg0, %[[WA]], none) {aten.requires_grad = array<i64: 1>}
+// ZERO2-NEXT:    fsdp.free %[[A]] : tensor<12xf32>
+// ZERO2:         %[[B:.+]] = fsdp.wait %{{.+}} : <tensor<16xf32>>
+// ZERO2:         fsdp.free %[[B]] : tensor<16xf32>
+// ZERO2:         %[[R:.+]] = fsdp.wait %{{.+}} : <tensor<10xf32>>
+// ZERO2-NEXT:    %[[WH:.+]] = fsdp.view %[[R]][0] : tensor<10xf32> to tensor<2x4xf32>
+// ZERO2-NEXT:    %[[BH:.+]] = fsdp.view %[[R]][8] : tensor<10xf32> to tensor<2xf32>
+// ZERO2-NEXT:    aten.call "aten::linear"(%{{.+}}, %[[WH]], %[[BH]]) {aten.requires_grad = array<i64: 1, 2>}
+// ZERO2-NEXT:    fsdp.free %[[R]] : tensor<10xf32>
+// ZERO2-NEXT:    %[[L:.+]] = aten.call "aten::sum"
+// ZERO2-NEXT:    return %[[L]] : tensor<f32>
+// ZERO2-NOT:     fsdp.update
+
 // OSS (fairscale's optimizer-state sharding): every flat parameter is
 // replicated, read whole without a gather and never freed; its flat
 // gradient is all-reduced (mean) over the world and each rank keeps its

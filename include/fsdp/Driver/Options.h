@@ -77,6 +77,9 @@ enum class EmitKind { MLIR, Plan };
 /// Everything fsdp-opt is told.
 struct CompileOptions {
   std::vector<std::string> inputs; // --input specs
+  /// --eval-model: the model exported in evaluation mode, whose forward the
+  /// evaluation step computes.
+  std::string evalModel;
   TrainOptions train;
   FSDPSettings fsdp;
   RawFlags raw;

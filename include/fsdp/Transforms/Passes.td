@@ -12,7 +12,8 @@
 include "mlir/Pass/PassBase.td"
 
 def AppendLoss : Pass<"fsdp-append-loss", "mlir::ModuleOp"> {
-  let summary = "Turns @forward into @train_step, which returns the loss";
+  let summary = "Turns @forward into @train_step, which returns the loss, "
+                "and builds the evaluation step beside it";
   let description = [{
     Renames `@forward` to `@train_step`, appends the targets as arguments and
     the loss to its body, and makes the loss its only result:
@@ -29,6 +30,18 @@ def AppendLoss : Pass<"fsdp-append-loss", "mlir::ModuleOp"> {
       already among its inputs, so `targets` must be empty.
 
     Other outputs of the model are dropped.
+
+    Beside it, the evaluation step `@eval_step` (the forward and the same
+    loss, on the same state, which `fsdp-shard` shards alike and the plan
+    carries as its `eval` program): made from `@eval_forward`, the model
+    in evaluation mode (`fsdp-opt --eval-model` imports it), which must take
+    the same inputs and update no state; else from a copy of `@forward`
+    where it computes the same in both modes (it updates no buffer and
+    draws no random number: dropout with p = 0 counts as none). Otherwise
+    there is none, and the module's `fsdp.no_eval_step` says why. Calls
+    that read their operands' `requires_grad` (matmul) see it on the
+    parameters they read directly, as eager evaluation under
+    `torch.no_grad()` does.
 
     ```mlir
     // fsdp-opt --fsdp-append-loss="loss=cross_entropy targets=y:8xi64"
@@ -373,6 +386,10 @@ def Shard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
       reduction overlaps the rest of the backward; `fsdp.grad` of the flat
       parameter follows, and `fsdp-optimizer` updates the shard, with state
       shaped like it.
+    - The evaluation step (`@eval_step`, where `fsdp-append-loss` made
+      one) reads the units as the forward does: each gathered before its
+      first read and freed after its last, whatever the strategy (no
+      backward keeps it).
     - Parameters of ignored modules stay whole; their gradients are
       all-reduced (mean) over the world, so replicas stay equal.
       Parameters the loss does not reach (no `fsdp.grad`) are never

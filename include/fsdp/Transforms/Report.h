@@ -9,6 +9,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <optional>
 #include <string>
 
 namespace fsdp {
@@ -43,6 +44,10 @@ struct MemoryReport {
   /// The step's predicted time (the cost model) on `machine`.
   MachineRates machine;
   TimePrediction time;
+  /// The evaluation step's peak and where (beside a training step that
+  /// has one).
+  std::optional<int64_t> evalPeakBytes;
+  int64_t evalPeakInstruction = 0;
 };
 
 /// Predicts `module`'s step `entry`, its memory and its time on `machine`;

@@ -84,6 +84,9 @@ class PlanWriter {
 public:
   PlanWriter(ModuleOp module, func::FuncOp func) : module(module), func(func) {}
   LogicalResult run(raw_ostream &os);
+  /// The function's inputs and instructions alone: the plan's `eval`
+  /// program beside the training step (the same state).
+  LogicalResult writeProgram(raw_ostream &os);
 
 private:
   int64_t slot(Value value) {
@@ -150,6 +153,8 @@ private:
   llvm::DenseMap<Value, Operation *> lastUse;
   /// CPU offload: the step's values in host memory.
   llvm::DenseSet<Value> host;
+  /// Whether the evaluation step was written.
+  LogicalResult evalResult = success();
 };
 
 } // namespace
@@ -803,8 +808,32 @@ void PlanWriter::writeEntries(raw_ostream &os) {
           json::Object{{"name", name.getValue()}, {"output", int64_t(i)}});
   if (!metrics.empty())
     os << "  \"metrics\": " << json::Value(std::move(metrics)) << ",\n";
-  writeLines(os, "instructions", instructions, true);
+  // The evaluation step: a program of its own over the same state; or
+  // why the step has none.
+  auto eval = module.lookupSymbol<func::FuncOp>(kEvalStepName);
+  auto noEval = module->getAttrOfType<StringAttr>(kNoEvalStepAttr);
+  bool more = func.getSymName() == "train_step" && (eval || noEval);
+  writeLines(os, "instructions", instructions, !more);
+  if (more && noEval)
+    os << "  \"no_eval\": " << json::Value(noEval.getValue()) << "\n";
+  if (more && eval)
+    evalResult = PlanWriter(module, eval).writeProgram(os);
   os << "}\n";
+}
+
+LogicalResult PlanWriter::writeProgram(raw_ostream &os) {
+  if (!func.getBody().hasOneBlock())
+    return func.emitOpError("must be a single block to become a plan");
+  Block &body = func.getBody().front();
+  if (failed(declareInputs(body)) || failed(emitInstructions(body)))
+    return failure();
+  os << "  \"eval\": {\n  \"function\": " << json::Value(func.getSymName())
+     << ",\n  \"num_slots\": " << slots.size() << ",\n";
+  writeLines(os, "inputs", inputs, false);
+  os << "  \"outputs\": " << json::Value(std::move(outputs)) << ",\n";
+  writeLines(os, "instructions", instructions, true);
+  os << "  }\n";
+  return success();
 }
 
 LogicalResult PlanWriter::run(raw_ostream &os) {
@@ -819,7 +848,7 @@ LogicalResult PlanWriter::run(raw_ostream &os) {
   if (failed(writeSettings(os)))
     return failure();
   writeEntries(os);
-  return success();
+  return evalResult;
 }
 
 LogicalResult fsdp::emitPlan(ModuleOp module, StringRef entry,

@@ -4,6 +4,7 @@
 //            [--seq-len T --token-inputs IDS,TARGETS
 //             [--data-order shuffle|sequential] [--token-dtype uint16|uint32]]
 //            [--steps N] [--metrics F]
+//            [--eval-data D [--eval-every N] [--eval-steps K]]
 //            [--save F] [--outputs F] [--memory-timeline F] [--nproc N]
 //            [--checkpoint-dir DIR [--checkpoint-every N]
 //             [--state-dict-type FULL_STATE_DICT|SHARDED_STATE_DICT]]
@@ -59,6 +60,7 @@ namespace {
                "[--resume DIR] [--seed N] [--device cuda|cpu] "
                "[--seq-len T --token-inputs IDS,TARGETS "
                "[--data-order shuffle|sequential] [--token-dtype uint16|uint32]] "
+               "[--eval-data D [--eval-every N] [--eval-steps K]] "
                "[--backend nccl|gloo] [--cuda-graph] [--deterministic]\n"
             << "       fsdp-run --check-communicator [--nproc N] "
                "[--shard-group-size S] [--device cuda|cpu] "
@@ -118,6 +120,16 @@ RunOptions parseArgs(int argc, char **argv) {
       std::string v = value();
       o.seqLen = integerFlag("--seq-len", v);
       if (o.seqLen < 1) usage("--seq-len must be at least 1");
+    }
+    else if (a == "--eval-data") o.evalData = value();
+    else if (a == "--eval-every") {
+      std::string v = value();
+      o.evalEvery = integerFlag("--eval-every", v);
+      if (o.evalEvery < 1) usage("--eval-every must be at least 1");
+    } else if (a == "--eval-steps") {
+      std::string v = value();
+      o.evalSteps = integerFlag("--eval-steps", v);
+      if (o.evalSteps < 1) usage("--eval-steps must be at least 1");
     }
     else if (a == "--token-inputs") o.tokenInputs = value();
     else if (a == "--data-order") o.dataOrder = value();
@@ -221,6 +233,9 @@ RunOptions parseArgs(int argc, char **argv) {
   }
   if (o.model.empty()) usage("--model is required");
   if (o.data.empty()) usage("--data is required");
+  if (o.evalData.empty() && (o.evalEvery > 0 || o.evalSteps > 0))
+    usage(std::string(o.evalEvery > 0 ? "--eval-every" : "--eval-steps") +
+          " needs --eval-data");
   if (o.checkpointDir.empty() &&
       (o.checkpointEvery > 0 || !o.stateDictType.empty()))
     usage(std::string(o.checkpointEvery > 0 ? "--checkpoint-every"

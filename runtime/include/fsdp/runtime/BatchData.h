@@ -61,6 +61,14 @@ public:
   static std::unique_ptr<BatchData> open(const Plan &plan,
                                          const RunOptions &o, int64_t &steps,
                                          int rank, int world);
+  /// The evaluation data `o` names (--eval-data, any form --data takes,
+  /// with --data's token flags; a token corpus read in order from its
+  /// start) for `eval`, the plan's evaluation step. `batches` (-1: all
+  /// the data holds) is set to the batches one evaluation reads.
+  static std::unique_ptr<BatchData> openEval(const Plan &eval,
+                                             const RunOptions &o,
+                                             int64_t &batches, int rank,
+                                             int world);
   ~BatchData();
   BatchData(const BatchData &) = delete;
   BatchData &operator=(const BatchData &) = delete;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <optional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <variant>
@@ -268,6 +269,12 @@ struct Plan {
   /// Outputs that are per-step metrics (`lr`): name and output index.
   std::vector<std::pair<std::string, int64_t>> metrics;
   std::vector<Instruction> instructions;
+  /// The evaluation step (`eval`): a program over the same state (the
+  /// forward and the loss, nothing updated) with its own slots, inputs,
+  /// outputs and instructions; its other fields are this plan's. Null
+  /// where the plan has none, and then `noEval` may say why.
+  std::shared_ptr<const Plan> eval;
+  std::string noEval;
 };
 
 /// Reads and checks a plan file; throws Error naming the file and the problem.

@@ -40,6 +40,12 @@ struct RunOptions {
   // --token-dtype uint16|uint32 (a .bin's; uint16 by default).
   int64_t seqLen = 0;
   std::string tokenInputs, dataOrder, tokenDtype;
+  // Evaluation: --eval-data (any form --data takes; a token corpus read in
+  // order) run through the plan's evaluation step every --eval-every steps
+  // (0: at the end only) and after the last, on its first --eval-steps
+  // batches (0: all of it).
+  std::string evalData;
+  int64_t evalEvery = 0, evalSteps = 0;
 };
 
 } // namespace fsdp::runtime

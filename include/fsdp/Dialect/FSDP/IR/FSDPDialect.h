@@ -86,6 +86,13 @@ inline constexpr llvm::StringLiteral kTargetsAttr = "fsdp.targets";
 /// An argument attribute of the step function: the input's name in the
 /// data (and the plan's `inputs`).
 inline constexpr llvm::StringLiteral kNameAttr = "fsdp.name";
+/// The evaluation step: the function fsdp-append-loss makes it from (the
+/// model imported in evaluation mode, `fsdp-opt --eval-model`), and, on the
+/// module, why a step has none (the forward behaves differently in
+/// training: "aten::dropout at blocks.0.drop"), which the plan states.
+inline constexpr llvm::StringLiteral kEvalForwardName = "eval_forward";
+inline constexpr llvm::StringLiteral kEvalStepName = "eval_step";
+inline constexpr llvm::StringLiteral kNoEvalStepAttr = "fsdp.no_eval_step";
 /// Activation checkpointing: on the RNG state a region saves before its
 /// forward (kCheckpointAttr) and on the backward's recomputed copies of its
 /// ops (kRecomputeAttr), the region's module path.
