@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <map>
 #include <optional>
 
@@ -188,6 +189,76 @@ struct StepResult {
   int64_t reservedPeak = 0;  // on a GPU: what the caching allocator held
 };
 
+/// "42s", "3m07s", "2h05m": a duration for the progress line.
+std::string formatDuration(double seconds) {
+  auto whole = static_cast<long long>(seconds + 0.5);
+  char text[32];
+  if (whole < 60)
+    std::snprintf(text, sizeof text, "%llds", whole);
+  else if (whole < 3600)
+    std::snprintf(text, sizeof text, "%lldm%02llds", whole / 60, whole % 60);
+  else
+    std::snprintf(text, sizeof text, "%lldh%02lldm", whole / 3600,
+                  (whole % 3600) / 60);
+  return text;
+}
+
+/// Each step's batch, read on a thread of its own while the step before
+/// runs: when step s takes its batch, step s + 1's read starts, so the
+/// file's reads overlap the computation. On a GPU the batch is read into
+/// page-locked memory, which the step copies to the device on a copy
+/// stream. A read's error reaches the step that takes its batch.
+class BatchReader {
+public:
+  BatchReader(const Plan &plan, BatchData &data, int64_t steps, bool pinned)
+      : plan(plan), data(data), steps(steps), pinned(pinned) {}
+  ~BatchReader() {
+    if (pending.valid())
+      pending.wait(); // its error, if any, is no step's any more
+  }
+  BatchReader(const BatchReader &) = delete;
+  BatchReader &operator=(const BatchReader &) = delete;
+
+  /// Step `step`'s inputs, in plan order, in CPU memory.
+  std::vector<at::Tensor> take(int64_t step) {
+    std::vector<at::Tensor> batch;
+    if (pending.valid() && pendingStep == step) {
+      batch = pending.get();
+    } else {
+      if (pending.valid())
+        pending.wait();
+      pending = {};
+      batch = read(step);
+    }
+    if (step + 1 < steps) {
+      pendingStep = step + 1;
+      pending = std::async(std::launch::async,
+                           [this, next = step + 1] { return read(next); });
+    }
+    return batch;
+  }
+
+private:
+  /// With gradient accumulation, micro-batch k of step s is entry
+  /// s * K + k.
+  std::vector<at::Tensor> read(int64_t step) {
+    std::vector<at::Tensor> batch;
+    for (const InputEntry &input : plan.inputs) {
+      at::Tensor t =
+          data.read(input.name, step * plan.microBatches + input.microBatch);
+      batch.push_back(pinned ? t.pin_memory() : t);
+    }
+    return batch;
+  }
+
+  const Plan &plan;
+  BatchData &data;
+  const int64_t steps;
+  const bool pinned;
+  std::future<std::vector<at::Tensor>> pending;
+  int64_t pendingStep = -1;
+};
+
 /// The plan's evaluation step and its data (--eval-data): the batches one
 /// evaluation reads, the same ones every time.
 struct Evaluation {
@@ -210,14 +281,14 @@ public:
 
   /// Step `step` (0-based): runs it, reports it (rank 0), evaluates and
   /// writes a checkpoint where one is due.
-  void step(int64_t step, BatchData &data);
+  void step(int64_t step, BatchReader &data);
 
   /// After the last step: the summary (peaks over the ranks) and the
   /// outputs (--save, --outputs, --memory-timeline, --profile).
   void finish(int64_t modelBytesRead, int64_t dataBytesRead);
 
 private:
-  StepResult run(int64_t step, BatchData &data);
+  StepResult run(int64_t step, BatchReader &data);
   /// The plan on `inputs`: by the executor, or with --cuda-graph, after
   /// the first step, by replaying the step captured on the second.
   std::vector<at::Tensor> execute(std::vector<at::Tensor> inputs);
@@ -256,9 +327,13 @@ private:
   std::vector<at::Tensor> graphInputs, graphOutputs;
   int64_t graphAllocatorPeak = 0;
   int64_t skippedSteps = 0; // rank 0's count: every rank skips together
+  std::unique_ptr<cuda::Copier> copier; // the batches' copies on a GPU
   Evaluation *evaluation; // null without --eval-data
   int64_t evalPeak = 0;
   std::optional<double> evalLoss; // the last evaluation's
+  // When this run's first step began, and its index (for the ETA).
+  std::optional<std::pair<std::chrono::steady_clock::time_point, int64_t>>
+      runStart;
 };
 
 Training::Training(const RunOptions &o, const RankInfo &info, const Plan &plan,
@@ -280,7 +355,7 @@ Training::Training(const RunOptions &o, const RankInfo &info, const Plan &plan,
     allocator = &AllocatorCounter::install();
 }
 
-void Training::step(int64_t step, BatchData &data) {
+void Training::step(int64_t step, BatchReader &data) {
   StepResult result = run(step, data);
   if (lead)
     report(step, result);
@@ -337,15 +412,16 @@ void Training::evaluate(int64_t step) {
                   {"eval_peak_bytes", peakNow}});
 }
 
-StepResult Training::run(int64_t step, BatchData &data) {
-  std::vector<at::Tensor> inputs;
-  // Read from the file now, so the step holds (and counts) its own batch
-  // only; with gradient accumulation, micro-batch k of step s is entry
-  // s * K + k.
-  for (const InputEntry &input : plan.inputs)
-    inputs.push_back(
-        data.read(input.name, step * plan.microBatches + input.microBatch)
-            .to(device));
+StepResult Training::run(int64_t step, BatchReader &data) {
+  // Read while the step before ran; the step holds (and counts) its own
+  // batch only.
+  std::vector<at::Tensor> inputs = data.take(step);
+  if (device.is_cuda()) {
+    if (!copier)
+      copier = std::make_unique<cuda::Copier>(device);
+    for (at::Tensor &t : inputs)
+      t = copier->toDevice(t);
+  }
   if (device.is_cuda())
     cuda::synchronize(device); // the step's time starts with its batch
   auto start = std::chrono::steady_clock::now();
@@ -470,7 +546,22 @@ void Training::report(int64_t step, const StepResult &result) {
   if (device.is_cuda())
     std::printf(" (allocator %.2f MB, reserved %.2f MB)",
                 result.allocatorPeak / 1e6, result.reservedPeak / 1e6);
-  std::printf("%s\n", info.worldSize > 1 ? " (rank 0)" : "");
+  std::printf("%s", info.worldSize > 1 ? " (rank 0)" : "");
+  // The time left at this run's pace so far (its evaluations included).
+  if (!runStart)
+    runStart = {std::chrono::steady_clock::now() -
+                    std::chrono::microseconds(
+                        static_cast<int64_t>(result.ms * 1000.0)),
+                step};
+  if (step + 1 < steps) {
+    double elapsed = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - runStart->first)
+                         .count();
+    double left = elapsed / static_cast<double>(step + 1 - runStart->second) *
+                  static_cast<double>(steps - step - 1);
+    std::printf("  eta %s", formatDuration(left).c_str());
+  }
+  std::printf("\n");
   std::fflush(stdout);
   if (!metrics.is_open())
     return;
@@ -749,8 +840,9 @@ void runRank(const RunOptions &o, const RankInfo &info,
   Training training(o, info, plan, state, *comm, executor, checkpointType,
                     std::move(checkpointDir), steps,
                     evaluation ? &*evaluation : nullptr);
+  BatchReader reader(plan, *data, steps, device.is_cuda());
   for (int64_t step = firstStep; step < steps; ++step)
-    training.step(step, *data);
+    training.step(step, reader);
   training.finish(modelBytesRead, data->bytesRead());
 }
 
