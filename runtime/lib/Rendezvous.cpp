@@ -532,10 +532,13 @@ void Rendezvous::checkSameJob(const c10::intrusive_ptr<c10d::Store> &tcp) {
                 runIdText(info_.runId) + "): two jobs share MASTER_PORT; give "
                 "each job its own");
   std::string message =
-      "its plan, --steps or --deterministic is not rank 0's (fingerprint " +
+      "its plan, --steps, --deterministic or data flags are not rank 0's "
+      "(fingerprint " +
       info_.fingerprint.substr(0, 16) + ", rank 0's " +
       fingerprint.substr(0, 16) + "): every rank must be given the same plan "
-      "file, --steps and --deterministic" +
+      "file, --steps, --deterministic, --seed and data flags (--seq-len, "
+      "--token-inputs, --data-order, --token-dtype, --eval-data, "
+      "--eval-every, --eval-steps)" +
       (info_.runId.empty() ? ", or another job shares MASTER_PORT" : "");
   // Rank 0's job hears of it before its first step.
   try {

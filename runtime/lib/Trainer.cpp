@@ -116,8 +116,19 @@ void checkOutputDir(const char *flag, const std::string &path) {
 std::string runFingerprint(const Plan &plan, const RunOptions &o) {
   // Deterministic kernels change a step's bits: every rank runs them or
   // none.
+  // What each rank reads of the data must be its part of one order: the
+  // flags that choose the windows, the order and the evaluations too (not
+  // the files' paths, which may differ from node to node).
+  std::string data = "\nseed=" + (o.seed ? std::to_string(*o.seed) : "") +
+                     "\nseq_len=" + std::to_string(o.seqLen) +
+                     "\ntoken_inputs=" + o.tokenInputs +
+                     "\ndata_order=" + o.dataOrder +
+                     "\ntoken_dtype=" + o.tokenDtype +
+                     "\neval=" + (o.evalData.empty() ? "" : "1") +
+                     "\neval_every=" + std::to_string(o.evalEvery) +
+                     "\neval_steps=" + std::to_string(o.evalSteps);
   return c10::sha1(plan.digest + "\nsteps=" + std::to_string(o.steps) +
-                   (o.deterministic ? "\ndeterministic" : ""))
+                   (o.deterministic ? "\ndeterministic" : "") + data)
       .str();
 }
 
