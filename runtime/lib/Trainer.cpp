@@ -111,50 +111,6 @@ void checkOutputDir(const char *flag, const std::string &path) {
                 existing + "': " + std::strerror(errno));
 }
 
-/// What the ranks must agree on: the plan, byte for byte as it was loaded
-/// (its state layout included), and how many steps they take.
-std::string runFingerprint(const Plan &plan, const RunOptions &o) {
-  // Deterministic kernels change a step's bits: every rank runs them or
-  // none.
-  // What each rank reads of the data must be its part of one order: the
-  // flags that choose the windows, the order and the evaluations too (not
-  // the files' paths, which may differ from node to node).
-  std::string data = "\nseed=" + (o.seed ? std::to_string(*o.seed) : "") +
-                     "\nseq_len=" + std::to_string(o.seqLen) +
-                     "\ntoken_inputs=" + o.tokenInputs +
-                     "\ndata_order=" + o.dataOrder +
-                     "\ntoken_dtype=" + o.tokenDtype +
-                     "\neval=" + (o.evalData.empty() ? "" : "1") +
-                     "\neval_every=" + std::to_string(o.evalEvery) +
-                     "\neval_steps=" + std::to_string(o.evalSteps);
-  return c10::sha1(plan.digest + "\nsteps=" + std::to_string(o.steps) +
-                   (o.deterministic ? "\ndeterministic" : "") + data)
-      .str();
-}
-
-Plan loadPlanFor(const RunOptions &o, const RankInfo &info) {
-  Plan plan = loadPlan(o.plan);
-  if (plan.worldSize != info.worldSize)
-    throw Error(compiledFor(plan, o.plan) + " but runs on " +
-                std::to_string(info.worldSize) +
-                (plan.worldSize > 1 && !info.launched
-                     ? ": start it with --nproc " +
-                           std::to_string(plan.worldSize) +
-                           " or a launcher (torchrun, srun)"
-                     : ": compile it again with --world-size " +
-                           std::to_string(info.worldSize)));
-  if (!o.evalData.empty() && !plan.eval)
-    throw Error(
-        "--eval-data: plan '" + o.plan + "' has no evaluation step" +
-        (plan.noEval.empty()
-             ? std::string(" (fsdp-opt builds one beside a training step, "
-                           "from --loss)")
-             : ": " + plan.noEval +
-                   "; compile it with --eval-model, the model exported in "
-                   "evaluation mode too (fsdp_export.save(..., "
-                   "eval_path=...))"));
-  return plan;
-}
 
 /// Resuming: `state` after the checkpoint's step; returns that step, the
 /// first the run takes (--steps counts from the start of training: step k
@@ -735,6 +691,51 @@ void Training::writeOutputs() {
 }
 
 } // namespace
+
+/// What the ranks must agree on: the plan, byte for byte as it was loaded
+/// (its state layout included), and how many steps they take.
+std::string runFingerprint(const Plan &plan, const RunOptions &o) {
+  // Deterministic kernels change a step's bits: every rank runs them or
+  // none.
+  // What each rank reads of the data must be its part of one order: the
+  // flags that choose the windows, the order and the evaluations too (not
+  // the files' paths, which may differ from node to node).
+  std::string data = "\nseed=" + (o.seed ? std::to_string(*o.seed) : "") +
+                     "\nseq_len=" + std::to_string(o.seqLen) +
+                     "\ntoken_inputs=" + o.tokenInputs +
+                     "\ndata_order=" + o.dataOrder +
+                     "\ntoken_dtype=" + o.tokenDtype +
+                     "\neval=" + (o.evalData.empty() ? "" : "1") +
+                     "\neval_every=" + std::to_string(o.evalEvery) +
+                     "\neval_steps=" + std::to_string(o.evalSteps);
+  return c10::sha1(plan.digest + "\nsteps=" + std::to_string(o.steps) +
+                   (o.deterministic ? "\ndeterministic" : "") + data)
+      .str();
+}
+
+Plan loadPlanFor(const RunOptions &o, const RankInfo &info) {
+  Plan plan = loadPlan(o.plan);
+  if (plan.worldSize != info.worldSize)
+    throw Error(compiledFor(plan, o.plan) + " but runs on " +
+                std::to_string(info.worldSize) +
+                (plan.worldSize > 1 && !info.launched
+                     ? ": start it with --nproc " +
+                           std::to_string(plan.worldSize) +
+                           " or a launcher (torchrun, srun)"
+                     : ": compile it again with --world-size " +
+                           std::to_string(info.worldSize)));
+  if (!o.evalData.empty() && !plan.eval)
+    throw Error(
+        "--eval-data: plan '" + o.plan + "' has no evaluation step" +
+        (plan.noEval.empty()
+             ? std::string(" (fsdp-opt builds one beside a training step, "
+                           "from --loss)")
+             : ": " + plan.noEval +
+                   "; compile it with --eval-model, the model exported in "
+                   "evaluation mode too (fsdp_export.save(..., "
+                   "eval_path=...))"));
+  return plan;
+}
 
 std::string compiledFor(const Plan &plan, const std::string &path) {
   return "plan '" + path + "' was compiled for " +

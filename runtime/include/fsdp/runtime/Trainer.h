@@ -21,6 +21,15 @@ namespace fsdp::runtime {
 /// "plan 'P' was compiled for N ranks": what a world-size mismatch says.
 std::string compiledFor(const Plan &plan, const std::string &path);
 
+/// What every rank must agree on before the first step: a digest of the
+/// plan and of the options that choose the step's bits and each rank's
+/// data (RankInfo::fingerprint).
+std::string runFingerprint(const Plan &plan, const RunOptions &o);
+
+/// `o.plan`, checked against the world it runs in (and, with
+/// --eval-data, to have an evaluation step).
+Plan loadPlanFor(const RunOptions &o, const RankInfo &info);
+
 /// The plan's executor: every call resolved and checked; an error names
 /// the plan file.
 Executor buildExecutor(const Plan &plan, const std::string &path,
