@@ -25,4 +25,10 @@ if [ ! -f build/build.ninja ]; then
     -DCUDAToolkit_ROOT="$CUDA_HOME" >build/cmake.log 2>&1 \
     || { cat build/cmake.log >&2; rm -f build/build.ninja; exit 1; }
 fi
-ninja -C build -j "${JOBS:-$(nproc)}" fsdp-opt fsdp-run
+# The runtime's Python module where the interpreter has headers (CMake says
+# when not).
+TARGETS=(fsdp-opt fsdp-run)
+if ninja -C build -t targets all 2>/dev/null | grep -q '^fsdp_python_runtime:'; then
+  TARGETS+=(fsdp_python_runtime)
+fi
+ninja -C build -j "${JOBS:-$(nproc)}" "${TARGETS[@]}"

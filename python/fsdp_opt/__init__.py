@@ -46,7 +46,7 @@ import torch
 
 import fsdp_export
 
-__all__ = ["FsdpOptError", "Plan", "Run", "export", "compile", "save_batches",
+__all__ = ["FsdpOptError", "Plan", "Run", "Runtime", "export", "compile", "save_batches",
            "train", "load_into", "load_checkpoint", "binary"]
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -65,6 +65,109 @@ def binary(name):
     if not found:
         raise FsdpOptError(f"{name} not found: build it (scripts/build.sh) or set FSDP_OPT_BIN")
     return found
+
+
+def _runtime_module():
+    """The runtime's Python module (_fsdp_runtime): beside FSDP_OPT_BIN's
+    folder (its ../python), else the repository's build/python."""
+    folders = [os.path.join(_REPO, "build", "python")]
+    if os.environ.get("FSDP_OPT_BIN"):
+        folders.insert(0, os.path.join(os.environ["FSDP_OPT_BIN"], "..", "python"))
+    for folder in folders:
+        if os.path.isdir(folder) and any(f.startswith("_fsdp_runtime.")
+                                         for f in os.listdir(folder)):
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
+            import _fsdp_runtime
+            return _fsdp_runtime
+    raise FsdpOptError("the runtime module _fsdp_runtime is not built: build it "
+                       "(scripts/build.sh) or set FSDP_OPT_BIN")
+
+
+class Runtime:
+    """One rank of a compiled plan, driven from your own training loop:
+    under torchrun (or Slurm's variables, as fsdp-run reads them) every
+    process makes one, and each step takes that rank's own batch, as a
+    DataLoader with a DistributedSampler gives it.
+
+        rt = fsdp_opt.Runtime("model.plan", "model.pt2")
+        for x, y in loader:                 # this rank's batches
+            loss = rt.step({"x": x, "y": y})  # the global batch's loss
+        val = rt.evaluate({"x": vx, "y": vy})  # where the plan has an eval step
+        model.load_state_dict(rt.state_dict())  # every rank calls it
+        rt.save("final.pt")                     # fsdp-run --save's file
+
+    It reads this rank's shard of `model`, meets the other ranks and checks
+    that every one loaded the same plan, as fsdp-run does; the executor,
+    collectives and files are fsdp-run's, so the same batches give the
+    same bits. `seed`: torch.manual_seed on every rank (fsdp-run's --seed);
+    `device` ("cpu", "cuda") and `backend` ("gloo", "nccl") as fsdp-run's;
+    `resume`: a checkpoint directory (`checkpoint()`'s, or fsdp-run
+    --checkpoint-dir's) to go on from.
+    An error raises FsdpOptError on this rank and stops the others with its
+    message. `metrics`: the last step's time, its time blocked on
+    collectives and its peak bytes of live tensors."""
+
+    def __init__(self, plan, model, seed=None, device=None, backend=None, resume=None):
+        module = _runtime_module()
+        try:
+            self._session = module.Session(_path(getattr(plan, "path", plan)), _path(model),
+                                           seed, device or "", backend or "",
+                                           _path(resume) if resume else "")
+        except RuntimeError as e:
+            raise FsdpOptError(str(e)) from None
+
+    def _call(self, name, *args):
+        try:
+            return getattr(self._session, name)(*args)
+        except RuntimeError as e:
+            raise FsdpOptError(str(e)) from None
+
+    def step(self, batch):
+        """One training step on this rank's `batch` (input name -> tensor);
+        returns the global batch's loss."""
+        return self._call("step", dict(batch))
+
+    def evaluate(self, batch):
+        """The plan's evaluation step on this rank's `batch`; returns the
+        global batch's loss. The state is unchanged."""
+        return self._call("evaluate", dict(batch))
+
+    def state_dict(self):
+        """Parameters and persistent buffers by FQN, whole (CPU tensors), as
+        `load_state_dict` takes them; every rank must call it."""
+        return self._call("state_dict")
+
+    def save(self, path):
+        """fsdp-run --save's file, written by rank 0; every rank must call it."""
+        self._call("save", _path(path))
+
+    def checkpoint(self, directory, state_dict_type=None):
+        """A checkpoint after the steps taken, in fsdp-run's format, under
+        `directory` (DIR/step-N, DIR/latest): state, optimizer state, step
+        count and random generator; `Runtime(..., resume=directory)` goes on
+        from it (your loop skips the batches already taken: `steps` says
+        how many). Every rank must call it; returns the checkpoint's path."""
+        return self._call("checkpoint", _path(directory), state_dict_type or "")
+
+    @property
+    def steps(self):
+        """Steps taken, those before a resumed checkpoint included."""
+        return self._session.steps
+
+    @property
+    def rank(self):
+        return self._session.rank
+
+    @property
+    def world_size(self):
+        return self._session.world_size
+
+    @property
+    def metrics(self):
+        s = self._session
+        return {"steps": s.steps, "step_ms": s.step_ms, "comm_wait_ms": s.comm_wait_ms,
+                "peak_bytes": s.peak_bytes}
 
 
 def _run(cmd):
