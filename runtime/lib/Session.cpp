@@ -12,6 +12,14 @@ namespace fsdp::runtime {
 Session::Session(const RunOptions &options) : o(options) {
   (void)collectiveTimeout();
   info = rankInfoFromEnvironment();
+  // A script is started by a launcher, not by fsdp-run's --nproc.
+  Plan read = loadPlan(o.plan);
+  if (read.worldSize != info.worldSize)
+    throw Error(compiledFor(read, o.plan) + " but runs on " +
+                std::to_string(info.worldSize) + ": start the script with " +
+                "torchrun --nproc-per-node " + std::to_string(read.worldSize) +
+                " (or srun), or compile the plan with --world-size " +
+                std::to_string(info.worldSize));
   plan = loadPlanFor(o, info);
   device = rankDevice(o.device, info);
   if (device.is_cuda())
