@@ -158,14 +158,13 @@ State gatherFlatParams(const Plan &plan, const State &state,
   return whole;
 }
 
-void saveState(const Plan &plan, const State &state, const State &gathered,
-               const std::string &path) {
-  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+State stateDict(const Plan &plan, const State &state, const State &gathered) {
+  State out;
   auto add = [&](const std::string &name,
                  const std::vector<std::string> &aliases, const at::Tensor &t) {
-    dict.insert(name, t);
+    out[name] = t;
     for (const std::string &alias : aliases)
-      dict.insert(alias, t);
+      out[alias] = t;
   };
   for (const StateEntry &entry : plan.state) {
     if (entry.kind == StateKind::FlatParam) {
@@ -177,6 +176,14 @@ void saveState(const Plan &plan, const State &state, const State &gathered,
       continue;
     add(entry.name, entry.aliases, state.at(entry.name));
   }
+  return out;
+}
+
+void saveState(const Plan &plan, const State &state, const State &gathered,
+               const std::string &path) {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+  for (const auto &[name, t] : stateDict(plan, state, gathered))
+    dict.insert(name, t);
   writeFileAtomically(path, saveForTorchLoad(dict));
 }
 

@@ -12,15 +12,7 @@ namespace fsdp::runtime {
 Session::Session(const RunOptions &options) : o(options) {
   (void)collectiveTimeout();
   info = rankInfoFromEnvironment();
-  // A script is started by a launcher, not by fsdp-run's --nproc.
-  Plan read = loadPlan(o.plan);
-  if (read.worldSize != info.worldSize)
-    throw Error(compiledFor(read, o.plan) + " but runs on " +
-                std::to_string(info.worldSize) + ": start the script with " +
-                "torchrun --nproc-per-node " + std::to_string(read.worldSize) +
-                " (or srun), or compile the plan with --world-size " +
-                std::to_string(info.worldSize));
-  plan = loadPlanFor(o, info);
+  plan = loadPlanFor(o, info, /*script=*/true);
   device = rankDevice(o.device, info);
   if (device.is_cuda())
     cuda::setDevice(device);
@@ -116,24 +108,10 @@ double Session::evaluate(const Batch &batch) {
 }
 
 std::map<std::string, at::Tensor> Session::stateDict() {
-  State gathered = gatherFlatParams(plan, state, *comm);
   std::map<std::string, at::Tensor> out;
-  auto add = [&](const std::string &name,
-                 const std::vector<std::string> &aliases, const at::Tensor &t) {
-    at::Tensor cpu = t.cpu();
-    out[name] = cpu;
-    for (const std::string &alias : aliases)
-      out[alias] = cpu;
-  };
-  for (const StateEntry &entry : plan.state) {
-    if (entry.kind == StateKind::FlatParam) {
-      for (const FlatMember &m : entry.members)
-        add(m.name, m.aliases, gathered.at(m.name));
-      continue;
-    }
-    if (entry.fromModel() && entry.persistent)
-      add(entry.name, entry.aliases, state.at(entry.name));
-  }
+  for (const auto &[name, t] :
+       runtime::stateDict(plan, state, gatherFlatParams(plan, state, *comm)))
+    out[name] = t.cpu();
   return out;
 }
 

@@ -713,8 +713,14 @@ std::string runFingerprint(const Plan &plan, const RunOptions &o) {
       .str();
 }
 
-Plan loadPlanFor(const RunOptions &o, const RankInfo &info) {
+Plan loadPlanFor(const RunOptions &o, const RankInfo &info, bool script) {
   Plan plan = loadPlan(o.plan);
+  if (plan.worldSize != info.worldSize && script)
+    throw Error(compiledFor(plan, o.plan) + " but runs on " +
+                std::to_string(info.worldSize) + ": start the script with " +
+                "torchrun --nproc-per-node " + std::to_string(plan.worldSize) +
+                " (or srun), or compile the plan with --world-size " +
+                std::to_string(info.worldSize));
   if (plan.worldSize != info.worldSize)
     throw Error(compiledFor(plan, o.plan) + " but runs on " +
                 std::to_string(info.worldSize) +

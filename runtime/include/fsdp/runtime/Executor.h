@@ -45,6 +45,11 @@ State gatherFlatParams(const Plan &plan, const State &state,
 /// parameters) as a file that Python's torch.load reads into a dict FQN ->
 /// tensor, which the module's load_state_dict accepts; nothing is left
 /// behind on failure. Optimizer state is not written.
+/// The parameters and persistent buffers of `state` by every FQN (aliases
+/// of tied weights too; `gathered` holds the members of flat parameters):
+/// what saveState writes and what load_state_dict takes.
+State stateDict(const Plan &plan, const State &state, const State &gathered);
+
 void saveState(const Plan &plan, const State &state, const State &gathered,
                const std::string &path);
 

@@ -27,8 +27,10 @@ std::string compiledFor(const Plan &plan, const std::string &path);
 std::string runFingerprint(const Plan &plan, const RunOptions &o);
 
 /// `o.plan`, checked against the world it runs in (and, with
-/// --eval-data, to have an evaluation step).
-Plan loadPlanFor(const RunOptions &o, const RankInfo &info);
+/// --eval-data, to have an evaluation step). `script`: the rank is a
+/// user's script (fsdp_opt.Runtime), which a launcher starts.
+Plan loadPlanFor(const RunOptions &o, const RankInfo &info,
+                 bool script = false);
 
 /// The plan's executor: every call resolved and checked; an error names
 /// the plan file.
