@@ -519,6 +519,11 @@ bool Simulation::flashAttentionOnCpu(aten::CallOp op) {
   std::optional<double> dropout = floatArg(op, 4);
   if (!dropout || *dropout != 0.0 || op.getNumOperands() < 3)
     return false;
+  // A mask that requires grad (operand 3) takes the math kernel.
+  if (auto requiring =
+          op->getAttrOfType<DenseI64ArrayAttr>(aten::kRequiresGradAttr))
+    if (op.getNumOperands() > 3 && llvm::is_contained(requiring.asArrayRef(), 3))
+      return false;
   SmallVector<const Layout *> qkv;
   for (unsigned i = 0; i < 3; ++i)
     qkv.push_back(&layoutOf[op.getOperand(i)]);

@@ -61,3 +61,36 @@ module {
     return %f : tensor<24xf32>
   }
 }
+
+// -----
+
+// scaled_dot_product_attention on CPU: the flash kernel lays its result out
+// as its query (here [batch, seq, heads, dim] transposed), so the heads'
+// transpose back and reshape are a view; a mask that requires grad in eager
+// training (aten.requires_grad holds operand 3) takes the math kernel,
+// whose result is contiguous, and the reshape copies (256 bytes more).
+// CHECK: "instruction_peak":[384,640,256,256]
+// CHECK-SAME: "timeline":[384,256,256,256]
+// CHECK: "instruction_peak":[384,640,256,512]
+// CHECK-SAME: "timeline":[384,256,256,256]
+module {
+  func.func @train_step(%x: tensor<1x4x2x8xf32>, %m: tensor<1x2x4x4xf32>) -> tensor<1x4x16xf32> {
+    %q = aten.call "aten::transpose.int"(%x, 1, 2) : (tensor<1x4x2x8xf32>) -> tensor<1x2x4x8xf32>
+    %a = aten.call "aten::scaled_dot_product_attention"(%q, %q, %q, %m, 0.000000e+00, false, none, false) : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x8xf32>
+    %t = aten.call "aten::transpose.int"(%a, 1, 2) : (tensor<1x2x4x8xf32>) -> tensor<1x4x2x8xf32>
+    %r = aten.call "aten::reshape"(%t, [1, 4, 16]) : (tensor<1x4x2x8xf32>) -> tensor<1x4x16xf32>
+    return %r : tensor<1x4x16xf32>
+  }
+}
+
+// -----
+
+module {
+  func.func @train_step(%x: tensor<1x4x2x8xf32>, %m: tensor<1x2x4x4xf32>) -> tensor<1x4x16xf32> {
+    %q = aten.call "aten::transpose.int"(%x, 1, 2) : (tensor<1x4x2x8xf32>) -> tensor<1x2x4x8xf32>
+    %a = aten.call "aten::scaled_dot_product_attention"(%q, %q, %q, %m, 0.000000e+00, false, none, false) {aten.requires_grad = array<i64: 3>} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x8xf32>
+    %t = aten.call "aten::transpose.int"(%a, 1, 2) : (tensor<1x2x4x8xf32>) -> tensor<1x4x2x8xf32>
+    %r = aten.call "aten::reshape"(%t, [1, 4, 16]) : (tensor<1x4x2x8xf32>) -> tensor<1x4x16xf32>
+    return %r : tensor<1x4x16xf32>
+  }
+}

@@ -169,3 +169,58 @@ module {
     return %s : tensor<f32>
   }
 }
+
+// -----
+
+// mm's gradients as autograd's mm_mat1_backward / mm_mat2_backward take
+// them: for an operand eager holds column-major (a transposed matrix, here
+// through a conversion to its own type, which returns its input), the
+// product of the transposed operands, transposed; otherwise the plain
+// product. The BLAS then sums in eager's order.
+// CHECK-LABEL: func.func @train_step(
+// CHECK:         %[[Y:.+]] = aten.call "aten::mm"(%arg0, %{{.+}})
+// CHECK:         %[[YT:.+]] = aten.call "aten::transpose.int"(%[[Y]], 0, 1)
+// CHECK:         %[[G:.+]] = aten.call "aten::expand"
+// CHECK-NEXT:    %[[GT:.+]] = aten.call "aten::transpose.int"(%[[G]], 0, 1)
+// CHECK-NEXT:    %[[P:.+]] = aten.call "aten::mm"(%arg0, %[[GT]]) : (tensor<2x4xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    %[[GYT:.+]] = aten.call "aten::transpose.int"(%[[P]], 0, 1) : (tensor<2x3xf32>) -> tensor<3x2xf32>
+// CHECK-NEXT:    %[[GY:.+]] = aten.call "aten::transpose.int"(%[[GYT]], 0, 1)
+// CHECK-NEXT:    %[[GYT2:.+]] = aten.call "aten::transpose.int"(%[[GY]], 0, 1)
+// CHECK-NEXT:    %[[Q:.+]] = aten.call "aten::mm"(%[[GYT2]], %arg0) : (tensor<3x2xf32>, tensor<2x4xf32>) -> tensor<3x4xf32>
+// CHECK-NEXT:    %[[GC:.+]] = aten.call "aten::transpose.int"(%[[Q]], 0, 1) : (tensor<3x4xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    %[[GW:.+]] = aten.call "aten::transpose.int"(%[[GC]], 0, 1) : (tensor<4x3xf32>) -> tensor<3x4xf32>
+// CHECK-NEXT:    fsdp.grad @w, %[[GW]]
+module {
+  fsdp.param @w : tensor<3x4xf32> in "fc" : "M"
+  func.func @train_step(%x: tensor<2x4xf32> {fsdp.name = "x"}) -> tensor<f32> {
+    %w = fsdp.get @w : tensor<3x4xf32>
+    %t = aten.call "aten::t"(%w) : (tensor<3x4xf32>) -> tensor<4x3xf32>
+    %c = aten.call "aten::to.dtype"(%t, f32, false, false, none) : (tensor<4x3xf32>) -> tensor<4x3xf32>
+    %y = aten.call "aten::mm"(%x, %c) : (tensor<2x4xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
+    %yt = aten.call "aten::transpose.int"(%y, 0, 1) : (tensor<2x3xf32>) -> tensor<3x2xf32>
+    %z = aten.call "aten::mm"(%yt, %x) : (tensor<3x2xf32>, tensor<2x4xf32>) -> tensor<3x4xf32>
+    %s = aten.call "aten::sum"(%z, none) : (tensor<3x4xf32>) -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
+
+// -----
+
+// scaled_dot_product_attention reads its operands' requires_grad (ATen's
+// CPU flash kernel gives no mask gradient, so a mask that requires grad
+// takes the math kernel): a mask computed from a parameter is marked, as
+// are queries, keys and values computed from one; an input mask is not.
+// CHECK-LABEL: func.func @train_step(
+// CHECK:         %[[A:.+]] = aten.call "aten::scaled_dot_product_attention"(%arg0, %arg0, %arg0, %{{.+}}, 0.000000e+00, false, none, false) {aten.requires_grad = array<i64: 3>}
+// CHECK:         aten.call "aten::scaled_dot_product_attention"(%[[A]], %[[A]], %[[A]], %arg1, 0.000000e+00, false, none, false) {aten.requires_grad = array<i64: 0, 1, 2>}
+module {
+  fsdp.param @w : tensor<2x4x4xf32> in "attn" : "M"
+  func.func @train_step(%q: tensor<1x2x4x8xf32> {fsdp.name = "q"}, %m: tensor<1x2x4x4xf32> {fsdp.name = "m"}) -> tensor<f32> {
+    %w = fsdp.get @w : tensor<2x4x4xf32>
+    %b = aten.call "aten::add.Tensor"(%m, %w, 1) : (tensor<1x2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<1x2x4x4xf32>
+    %a = aten.call "aten::scaled_dot_product_attention"(%q, %q, %q, %b, 0.000000e+00, false, none, false) : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x8xf32>
+    %c = aten.call "aten::scaled_dot_product_attention"(%a, %a, %a, %m, 0.000000e+00, false, none, false) : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x8xf32>
+    %s = aten.call "aten::sum"(%c, none) : (tensor<1x2x4x8xf32>) -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}

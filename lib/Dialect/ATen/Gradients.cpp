@@ -456,6 +456,86 @@ LogicalResult addcmul(GradientContext &c) {
 // Matrix products
 //===----------------------------------------------------------------------===//
 
+/// The strides eager gives `v`: a contiguous tensor's, through the
+/// transposing views (t, transpose, permute, numpy_T, mT) and aliases (a
+/// conversion to the type it has) that made it.
+SmallVector<int64_t> eagerStrides(Value v) {
+  ArrayRef<int64_t> shape = shapeOf(v);
+  int64_t rank = shape.size();
+  if (auto call = v.getDefiningOp<CallOp>()) {
+    CallArgs a(call);
+    Value in = a.size() ? a.tensor(0) : Value();
+    StringRef name = call.getOpName();
+    if (in && isa<RankedTensorType>(in.getType()) &&
+        typeOf(in).getRank() == rank) {
+      SmallVector<int64_t> perm(rank);
+      std::iota(perm.begin(), perm.end(), 0);
+      bool view = false;
+      if (name == "aten::t" && rank == 2) {
+        std::swap(perm[0], perm[1]);
+        view = true;
+      } else if (name == "aten::numpy_T") {
+        std::reverse(perm.begin(), perm.end());
+        view = true;
+      } else if ((name == "aten::mT" || name == "aten::adjoint") && rank >= 2) {
+        std::swap(perm[rank - 2], perm[rank - 1]);
+        view = true;
+      } else if (name == "aten::alias" ||
+                 (name == "aten::to" && in.getType() == v.getType())) {
+        // An alias; a conversion to the type it has returns its input.
+        view = true;
+      } else if (name == "aten::transpose" && rank > 0) {
+        auto d0 = a.getInt(1), d1 = a.getInt(2);
+        if (d0 && d1) {
+          std::swap(perm[normDim(*d0, rank)], perm[normDim(*d1, rank)]);
+          view = true;
+        }
+      } else if (name == "aten::permute") {
+        if (auto dims = a.getInts(1); dims && (int64_t)dims->size() == rank) {
+          for (int64_t i = 0; i < rank; ++i)
+            perm[i] = normDim((*dims)[i], rank);
+          view = true;
+        }
+      }
+      if (view) {
+        SmallVector<int64_t> inner = eagerStrides(in), strides(rank);
+        for (int64_t i = 0; i < rank; ++i)
+          strides[i] = inner[perm[i]];
+        return strides;
+      }
+    }
+  }
+  SmallVector<int64_t> strides(rank, 1);
+  for (int64_t i = rank - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * std::max<int64_t>(shape[i + 1], 1);
+  return strides;
+}
+
+/// Whether autograd's mm_mat1_backward / mm_mat2_backward see the matrix
+/// `m` as column-major (strides [1, rows]): a transposed matrix.
+bool columnMajor(Value m) {
+  if (typeOf(m).getRank() != 2)
+    return false;
+  SmallVector<int64_t> strides = eagerStrides(m);
+  return strides[0] == 1 && strides[1] == shapeOf(m)[0];
+}
+
+/// The gradient of mm's first operand `self` as autograd computes it: for a
+/// column-major `self`, the transposed product (a column-major result, and
+/// the BLAS call, so the rounding, eager's).
+Value mmSelfGrad(ATenBuilder &b, Value grad, Value self, Value other) {
+  if (columnMajor(self))
+    return b.transpose(b.mm(other, b.transpose(grad, 0, 1)), 0, 1);
+  return b.mm(grad, b.transpose(other, 0, 1));
+}
+
+/// The gradient of mm's second operand `other`, likewise.
+Value mmOtherGrad(ATenBuilder &b, Value grad, Value self, Value other) {
+  if (columnMajor(other))
+    return b.transpose(b.mm(b.transpose(grad, 0, 1), self), 0, 1);
+  return b.mm(b.transpose(self, 0, 1), grad);
+}
+
 LogicalResult linear(GradientContext &c) {
   Value input = c.args.tensor(0), weight = c.args.tensor(1);
   if (typeOf(weight).getRank() != 2 || typeOf(input).getRank() < 1)
@@ -467,7 +547,10 @@ LogicalResult linear(GradientContext &c) {
   int64_t rows = ShapedType::getNumElements(shapeOf(input).drop_back());
   Value g2 = c.b.reshape(c.grad(), {rows, out});
   if (c.needs(0))
-    c.set(0, c.b.reshape(c.b.mm(g2, weight), shapeOf(input)));
+    c.set(0, typeOf(input).getRank() == 2 && columnMajor(input)
+                 // ATen's mm(input, weight.t()) on a transposed input.
+                 ? mmSelfGrad(c.b, g2, input, c.b.transpose(weight, 0, 1))
+                 : c.b.reshape(c.b.mm(g2, weight), shapeOf(input)));
   if (c.needs(1))
     c.set(1, c.b.mm(c.b.transpose(g2, 0, 1), c.b.reshape(input, {rows, in})));
   if (c.needs(2))
@@ -478,9 +561,9 @@ LogicalResult linear(GradientContext &c) {
 LogicalResult mm(GradientContext &c) {
   Value self = c.args.tensor(0), other = c.args.tensor(1);
   if (c.needs(0))
-    c.set(0, c.b.mm(c.grad(), c.b.transpose(other, 0, 1)));
+    c.set(0, mmSelfGrad(c.b, c.grad(), self, other));
   if (c.needs(1))
-    c.set(1, c.b.mm(c.b.transpose(self, 0, 1), c.grad()));
+    c.set(1, mmOtherGrad(c.b, c.grad(), self, other));
   return success();
 }
 
@@ -506,9 +589,13 @@ LogicalResult addmmLike(GradientContext &c) {
   if (c.needs(0))
     setSummed(c, 0, scaled(c, c.grad(), *beta));
   if (c.needs(1))
-    c.set(1, scaled(c, product(c.grad(), c.b.transpose(m2, r, r + 1)), *alpha));
+    c.set(1, scaled(c, Batched ? product(c.grad(), c.b.transpose(m2, r, r + 1))
+                               : mmSelfGrad(c.b, c.grad(), m1, m2),
+                    *alpha));
   if (c.needs(2))
-    c.set(2, scaled(c, product(c.b.transpose(m1, r, r + 1), c.grad()), *alpha));
+    c.set(2, scaled(c, Batched ? product(c.b.transpose(m1, r, r + 1), c.grad())
+                               : mmOtherGrad(c.b, c.grad(), m1, m2),
+                    *alpha));
   return success();
 }
 
@@ -569,6 +656,14 @@ LogicalResult matmul(GradientContext &c) {
     if (c.needs(1))
       c.set(1, c.b.sumToShape(
                    c.b.reshape(c.b.bmm(c.b.transpose(a3, 1, 2), g3), eb), so));
+    return success();
+  }
+  if (rs == 2 && ro == 2) {
+    // ATen calls mm: its gradients, as autograd takes them.
+    if (c.needs(0))
+      c.set(0, mmSelfGrad(c.b, g, self, other));
+    if (c.needs(1))
+      c.set(1, mmOtherGrad(c.b, g, self, other));
     return success();
   }
   if (c.needs(0)) {

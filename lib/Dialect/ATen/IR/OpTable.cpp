@@ -259,8 +259,11 @@ static const llvm::StringMap<unsigned> &table() {
          "aten::bincount", "aten::repeat_interleave", "aten::nonzero_static",
          "aten::one_hot"});
     // at::matmul's should_fold, reached from linear with an operand of rank
-    // 3 or more.
-    add(OpFact::ReadsRequiresGrad, {"aten::matmul", "aten::linear"});
+    // 3 or more; scaled_dot_product_attention, whose CPU flash kernel gives
+    // no gradient for an attention mask, runs the math kernel on a mask that
+    // requires grad (T5's learned position bias).
+    add(OpFact::ReadsRequiresGrad,
+        {"aten::matmul", "aten::linear", "aten::scaled_dot_product_attention"});
     // Operators that draw from the generator: those ATen tags
     // nondeterministic_seeded, and composite ones that call one of them.
     add(OpFact::Random,

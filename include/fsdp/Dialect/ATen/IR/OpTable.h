@@ -51,7 +51,8 @@ enum class OpFact : unsigned {
   DataDependentShape = 1u << 8,
   /// Its CPU implementation reads its operands' requires_grad flag to choose
   /// how to compute (matmul folds a batched operand into a matrix when the
-  /// other one requires grad): the plan says which operands require grad in
+  /// other one requires grad; scaled_dot_product_attention takes the math
+  /// kernel for a mask that requires grad): the plan says which operands require grad in
   /// eager training, so that fsdp-run takes the same path and rounds alike.
   ReadsRequiresGrad = 1u << 9,
   /// Draws from the random number generator (ATen's `nondeterministic_seeded`
