@@ -180,6 +180,27 @@ def _save(module, path, inputs, method, targets, store_specs, weights,
     return scripted
 
 
+def data_dependent_message(error):
+    """What to say when torch.export stops at a branch on tensor data
+    (GuardOnDataDependentSymNode): where, and what to change."""
+    import re
+    text = str(error)
+    where = re.search(r"Caused by: \((.*?)\)", text)
+    first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    message = ("torch.export stopped at a branch on tensor data"
+               + (f" ({where.group(1)})" if where else "") + f": {first}. "
+               "A static training step needs shapes and control flow that do "
+               "not depend on tensor values: compute on the whole tensor "
+               "instead (mask by multiplying or with torch.where)")
+    if where and "transformers/" in where.group(1):
+        message += (". For a Hugging Face model given labels=, set the "
+                    "config's problem_type (\"single_label_classification\", "
+                    "\"multi_label_classification\" or \"regression\") so "
+                    "that its loss does not choose itself from the labels' "
+                    "values")
+    return message
+
+
 def _save_exported(module, path, inputs, targets, store_specs, weights):
     """torch.export.export in the module's mode (training: dropout and
     BatchNorm as in training), saved with torch.export.save: a `.pt2` archive that fsdp-opt
@@ -190,7 +211,12 @@ def _save_exported(module, path, inputs, targets, store_specs, weights):
         raise ValueError("method='export' saves the weights; for a model "
                          "too large to build, save it with method='trace' "
                          "and weights=False")
-    program = torch.export.export(module, tuple(inputs.values()), strict=False)
+    try:
+        program = torch.export.export(module, tuple(inputs.values()), strict=False)
+    except Exception as e:
+        if "DataDependent" not in type(e).__name__:
+            raise
+        raise ValueError(data_dependent_message(e)) from e
     meta = {
         "version": 1,
         "inputs": [spec(k, v) for k, v in inputs.items()],

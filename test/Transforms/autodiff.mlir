@@ -224,3 +224,32 @@ module {
     return %s : tensor<f32>
   }
 }
+
+// -----
+
+// linear's bias gradient as ATen computes it: a contiguous input's leading
+// dimensions fold into the rows of one addmm, whose bias gradient sums the
+// gradient reshaped to those rows (a copy where the gradient, a permuted
+// view, cannot be viewed so, and the sum's order is then the copy's); a
+// transposed input goes through matmul and an add, whose bias gradient sums
+// the gradient over its leading dimensions as it is laid out.
+// CHECK-LABEL: func.func @train_step(
+// CHECK:         %[[GZ:.+]] = aten.call "aten::expand"({{.+}}) : (tensor<f32>) -> tensor<5x2x3xf32>
+// CHECK:         aten.call "aten::sum.dim_IntList"(%[[GZ]], [0, 1], true, none) : (tensor<5x2x3xf32>) -> tensor<1x1x3xf32>
+// CHECK:         %[[GY:.+]] = aten.call "aten::reshape"(%{{.+}}, [10, 3]) : (tensor<2x5x3xf32>) -> tensor<10x3xf32>
+// CHECK:         aten.call "aten::sum.dim_IntList"(%[[GY]], [0], true, none) : (tensor<10x3xf32>) -> tensor<1x3xf32>
+module {
+  fsdp.param @w : tensor<3x4xf32> in "fc" : "M"
+  fsdp.param @b : tensor<3xf32> in "fc" : "M"
+  func.func @train_step(%x: tensor<2x5x4xf32> {fsdp.name = "x"}) -> tensor<f32> {
+    %w = fsdp.get @w : tensor<3x4xf32>
+    %b = fsdp.get @b : tensor<3xf32>
+    %y = aten.call "aten::linear"(%x, %w, %b) : (tensor<2x5x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<2x5x3xf32>
+    %xt = aten.call "aten::transpose.int"(%x, 0, 1) : (tensor<2x5x4xf32>) -> tensor<5x2x4xf32>
+    %z = aten.call "aten::linear"(%xt, %w, %b) : (tensor<5x2x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<5x2x3xf32>
+    %s = aten.call "aten::sum"(%y, none) : (tensor<2x5x3xf32>) -> tensor<f32>
+    %t = aten.call "aten::sum"(%z, none) : (tensor<5x2x3xf32>) -> tensor<f32>
+    %u = aten.call "aten::add.Tensor"(%s, %t, 1) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    return %u : tensor<f32>
+  }
+}

@@ -511,6 +511,22 @@ SmallVector<int64_t> eagerStrides(Value v) {
   return strides;
 }
 
+/// Whether eager holds `v` contiguous (as is_contiguous: dimensions of size
+/// 1 have any stride).
+bool eagerContiguous(Value v) {
+  ArrayRef<int64_t> shape = shapeOf(v);
+  SmallVector<int64_t> strides = eagerStrides(v);
+  int64_t expected = 1;
+  for (int64_t d = shape.size() - 1; d >= 0; --d) {
+    if (shape[d] == 0)
+      return true;
+    if (shape[d] != 1 && strides[d] != expected)
+      return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
 /// Whether autograd's mm_mat1_backward / mm_mat2_backward see the matrix
 /// `m` as column-major (strides [1, rows]): a transposed matrix.
 bool columnMajor(Value m) {
@@ -553,8 +569,14 @@ LogicalResult linear(GradientContext &c) {
                  : c.b.reshape(c.b.mm(g2, weight), shapeOf(input)));
   if (c.needs(1))
     c.set(1, c.b.mm(c.b.transpose(g2, 0, 1), c.b.reshape(input, {rows, in})));
-  if (c.needs(2))
-    c.set(2, c.b.sumToShape(c.grad(), {out}));
+  if (c.needs(2)) {
+    // ATen folds a contiguous input's leading dimensions into the rows of
+    // one addmm, whose bias gradient sums those rows (the gradient reshaped,
+    // a copy where it cannot be viewed so); otherwise it calls matmul and
+    // adds the bias, whose gradient sums the gradient as it is laid out.
+    bool folds = typeOf(input).getRank() == 2 || eagerContiguous(input);
+    c.set(2, c.b.sumToShape(folds ? g2 : c.grad(), {out}));
+  }
   return success();
 }
 
