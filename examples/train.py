@@ -7,13 +7,16 @@ torchrun, fed by a DataLoader with a DistributedSampler.
 `prepare` exports a small classifier (with dropout, so in evaluation mode
 too) and compiles its training and evaluation steps fully sharded over 2
 ranks. The training script is an ordinary PyTorch loop: every rank takes
-its own batches, calls `rt.step(batch)` (the global batch's loss), runs
+its own batches, sets the learning rate from its own schedule (`rt.lr`, the
+plan compiled with lr_schedule="external"), calls `rt.step(batch)` (the
+global batch's loss), runs
 the evaluation step every 100 steps, writes a checkpoint after each epoch
 (run it again and it goes on from the last one), and at the end loads the
 trained parameters into the original `nn.Module` and measures its accuracy
 in eager PyTorch. Files go to build/example/ (OUT to change).
 """
 
+import math
 import os
 import sys
 
@@ -28,6 +31,7 @@ OUT = os.environ.get("OUT", os.path.join("build", "example"))
 BATCH = 32  # one rank's
 WORLD = 2
 EPOCHS = 3
+LR = 2e-3
 
 
 class Classifier(nn.Module):
@@ -61,7 +65,8 @@ def prepare():
     plan = fsdp_opt.compile(os.path.join(OUT, "model.pt2"), os.path.join(OUT, "model.plan"),
                             eval_model=os.path.join(OUT, "model.eval.pt2"),
                             loss="cross_entropy", target=f"y:{BATCH}xi64", optimizer="adamw",
-                            lr=1e-3, world_size=WORLD, memory_report=True)
+                            lr=LR, lr_schedule="external",  # the rate: set by train()
+                            world_size=WORLD, memory_report=True)
     print(f"compiled {plan.path} for {plan.world_size} ranks: predicted peak "
           f"{plan.predicted_peak_bytes} bytes a rank")
 
@@ -80,12 +85,15 @@ def train():
                                                 rank=rt.rank, shuffle=False),
                      drop_last=True)
     per_epoch = len(loader)
+    total = per_epoch * EPOCHS
     step = rt.steps  # where a checkpoint left off
     for epoch in range(step // per_epoch, EPOCHS):
         sampler.set_epoch(epoch)
         for i, (x, y) in enumerate(loader):
             if epoch * per_epoch + i < step:
                 continue  # taken before the checkpoint
+            # Our own schedule: cosine decay from LR to 0 over the run.
+            rt.lr = LR * 0.5 * (1 + math.cos(math.pi * step / total))
             loss = rt.step({"x": x, "y": y})
             step += 1
             if step % 100 == 0:

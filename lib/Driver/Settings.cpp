@@ -397,6 +397,11 @@ LogicalResult fsdp::driver::checkTrainOptions(const CompileOptions &o) {
     if (const char *flag = firstGiven(o, {"warmup-steps", "total-steps"}))
       return error(llvm::Twine("--") + flag +
                    " needs --lr-schedule constant|linear|cosine");
+  if (t.lrSchedule == "external")
+    if (const char *flag = firstGiven(o, {"warmup-steps", "total-steps"}))
+      return error(llvm::Twine("--") + flag +
+                   " does not apply to --lr-schedule external (the runner "
+                   "sets each step's rate)");
   if (kind == OptimizerKind::SGD) {
     if (const char *flag =
             firstGiven(o, {"beta1", "beta2", "eps", "amsgrad"}))

@@ -180,7 +180,7 @@ LogicalResult Optimizer::checkOptions(ModuleOp module) {
     schedule = symbolizeLrSchedule(lrSchedule);
     if (!schedule)
       return module.emitError("unknown learning-rate schedule '")
-             << lrSchedule << "': expected constant, linear or cosine";
+             << lrSchedule << "': expected constant, linear, cosine or external";
   }
   if (warmupSteps < 0 || totalSteps < 0)
     return module.emitError("warmup-steps and total-steps must not be "
@@ -191,11 +191,15 @@ LogicalResult Optimizer::checkOptions(ModuleOp module) {
            << lrSchedule
            << " learning-rate schedule needs total-steps: the steps over "
               "which the learning rate decays to 0";
-  if ((!schedule || schedule == LrSchedule::Constant) && totalSteps != 0)
+  if ((!schedule || schedule == LrSchedule::Constant ||
+       schedule == LrSchedule::External) &&
+      totalSteps != 0)
     return module.emitError("total-steps applies to the linear and cosine "
                             "learning-rate schedules");
-  if (!schedule && warmupSteps != 0)
-    return module.emitError("warmup-steps needs a learning-rate schedule");
+  if ((!schedule || schedule == LrSchedule::External) && warmupSteps != 0)
+    return module.emitError("warmup-steps needs a constant, linear or cosine "
+                            "learning-rate schedule (with external, the "
+                            "runner sets each step's rate)");
   if (maxGradNorm < 0.0)
     return module.emitError("invalid max-grad-norm: ")
            << maxGradNorm << " (0 does not clip)";
@@ -542,9 +546,16 @@ LogicalResult Optimizer::run(ModuleOp module) {
   bool dampened =
       kind == OptimizerKind::SGD && momentum != 0.0 && dampening != 0.0;
   Value step;
-  if (isAdam() || dampened || schedule)
+  bool external = schedule == LrSchedule::External;
+  if (isAdam() || dampened || (schedule && !external))
     step = stepCount(b);
-  if (schedule) {
+  if (external) {
+    // The rate the runner set (optim:lr, starting at lr).
+    auto f64 = RankedTensorType::get({}, builder.getF64Type());
+    auto name = declareState(toRef(plan::kStateLr), f64, FlatSymbolRefAttr());
+    lrValue = read(builder, b.getLoc(), name, f64);
+    negLr = b.neg(lrValue);
+  } else if (schedule) {
     // The schedule counts the updates taken: a step a gradient scaler skips
     // does not advance it, as Accelerate's scheduler skips its step then.
     lrValue = scheduledLr(b, step);

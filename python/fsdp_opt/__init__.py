@@ -96,6 +96,7 @@ class Runtime:
         val = rt.evaluate({"x": vx, "y": vy})  # where the plan has an eval step
         model.load_state_dict(rt.state_dict())  # every rank calls it
         rt.save("final.pt")                     # fsdp-run --save's file
+        rt.lr = 3e-4    # your schedule (a plan compiled with lr_schedule="external")
 
     It reads this rank's shard of `model`, meets the other ranks and checks
     that every one loaded the same plan, as fsdp-run does; the executor,
@@ -149,6 +150,27 @@ class Runtime:
         from it (your loop skips the batches already taken: `steps` says
         how many). Every rank must call it; returns the checkpoint's path."""
         return self._call("checkpoint", _path(directory), state_dict_type or "")
+
+    @property
+    def lr(self):
+        """The learning rate, as `optimizer.param_groups[0]["lr"]`: the next
+        step's where the plan fixes it or keeps it as state; under a
+        compiled schedule (lr_schedule="cosine", ...) the last step's."""
+        try:
+            return self._session.lr
+        except RuntimeError as e:
+            raise FsdpOptError(str(e)) from None
+
+    @lr.setter
+    def lr(self, value):
+        """Sets the rate of the steps that follow: your own schedule, set
+        the same on every rank. The plan must be compiled with
+        lr_schedule="external" (fsdp-opt --lr-schedule external), which
+        keeps the rate as state starting at `lr`; checkpoints save it."""
+        try:
+            self._session.lr = float(value)
+        except RuntimeError as e:
+            raise FsdpOptError(str(e)) from None
 
     @property
     def steps(self):

@@ -135,6 +135,20 @@ bool isScalerState(const StateEntry &e) {
          (e.name == plan::kStateScale || e.name == plan::kStateGrowthTracker);
 }
 
+/// The learning rate the runner sets (`--lr-schedule external`).
+bool isLrState(const StateEntry &e) {
+  return e.kind == StateKind::Optim && e.param.empty() &&
+         e.name == plan::kStateLr;
+}
+
+/// The learning rate the runner set, where the plan keeps one.
+std::optional<double> currentLr(const Plan &plan, const State &state) {
+  for (const StateEntry &e : plan.state)
+    if (isLrState(e))
+      return state.at(e.name).item<double>();
+  return std::nullopt;
+}
+
 /// The updates the optimizer has taken: its step count where the plan keeps
 /// one (a gradient scaler skips some).
 std::optional<double> optimizerSteps(const Plan &plan, const State &state) {
@@ -352,7 +366,7 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
       } else if (e.kind == StateKind::Buffer) {
         if (lead && e.persistent)
           add(e.name, e.aliases, state.at(e.name));
-      } else if (!isStepCount(e) && !isScalerState(e)) {
+      } else if (!isStepCount(e) && !isScalerState(e) && !isLrState(e)) {
         const StateEntry *owner = entryNamed(plan, e.param);
         std::string kind = optimKind(e);
         if (owner && owner->kind == StateKind::FlatParam) {
@@ -404,6 +418,9 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
             group.insert(key, c10::ivalue::Tuple::create(std::move(items)));
           }
         }
+      // The rate the runner set, as torch.optim's param group holds it.
+      if (std::optional<double> lr = currentLr(plan, state))
+        group.insert_or_assign("lr", *lr);
       c10::List<std::string> names;
       for (const std::string &p : params)
         names.push_back(p);
@@ -457,6 +474,8 @@ std::string writeCheckpoint(const Plan &plan, const State &state,
               {"run", claimed.runId}};
     if (std::optional<double> taken = optimizerSteps(plan, state))
       meta["optimizer_steps"] = static_cast<int64_t>(*taken);
+    if (std::optional<double> lr = currentLr(plan, state))
+      meta["lr"] = *lr;
     std::string text = meta.dump(1) + "\n";
     writeFileAtomically((fs::path(tmp) / "meta.json").string(),
               std::vector<char>(text.begin(), text.end()));
@@ -757,6 +776,17 @@ int64_t readCheckpoint(const Plan &plan, State &state, Communicator &comm,
       if (meta.contains("optimizer_steps"))
         count = static_cast<double>(metaCount(meta, "optimizer_steps", where));
       state[e.name] = at::full(e.type.shape, count,
+                               at::TensorOptions().dtype(e.type.dtype));
+    } else if (isLrState(e)) {
+      // The rate the runner had set; a checkpoint without one (written
+      // from a plan with a fixed rate) starts at the plan's lr.
+      double lr = e.init;
+      if (meta.contains("lr")) {
+        if (!meta.at("lr").is_number())
+          throw Error(where + ": meta.json's lr is not a number");
+        lr = meta.at("lr").get<double>();
+      }
+      state[e.name] = at::full(e.type.shape, lr,
                                at::TensorOptions().dtype(e.type.dtype));
     } else if (isScalerState(e)) {
       // GradScaler's state_dict; without one (written by a run without a

@@ -118,8 +118,8 @@ State loadState(const Plan &plan, const std::string &modelPath,
       continue;
     }
     if (!entry.fromModel()) {
-      state[entry.name] =
-          at::zeros(entry.type.shape, at::TensorOptions().dtype(entry.type.dtype));
+      state[entry.name] = at::full(entry.type.shape, entry.init,
+                                   at::TensorOptions().dtype(entry.type.dtype));
       continue;
     }
     state[entry.name] = read(entry.name, entry.aliases, entry.type,

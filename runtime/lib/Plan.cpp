@@ -893,9 +893,18 @@ static StateEntry parseStateEntry(const json &s, const std::string &path) {
   else
     throw Error("plan '" + path + "': state '" + e.name +
                 "' has unknown kind '" + kind + "'");
-  if (e.kind == StateKind::Optim && s.at("init").get<std::string>() != "zeros")
-    throw Error("plan '" + path + "': optimizer state '" + e.name +
-                "' has an initial value other than zeros");
+  if (e.kind == StateKind::Optim) {
+    std::string init = s.at("init").get<std::string>();
+    // The learning rate the runner sets starts at the optimizer's lr (read
+    // with the optimizer below).
+    e.initLr = init == "lr" && e.name == plan::kStateLr;
+    if (init != "zeros" && !e.initLr)
+      throw Error("plan '" + path + "': optimizer state '" + e.name +
+                  "' has an initial value other than zeros" +
+                  (init == "lr" ? " (only '" + std::string(plan::kStateLr) +
+                                      "' starts at the optimizer's lr)"
+                                : std::string()));
+  }
   if (e.kind == StateKind::Optim && s.at("param").is_string())
     e.param = s.at("param").get<std::string>();
   e.persistent = s.value("persistent", true);
@@ -1017,6 +1026,19 @@ Plan parsePlan(const std::string &bytes, const std::string &path) {
           !plan.optimizer.at("name").is_string())
         throw Error("plan '" + path + "': optimizer must be an object with "
                     "a name");
+    }
+    for (StateEntry &e : plan.state) {
+      if (!e.initLr)
+        continue;
+      if (!plan.optimizer.is_object() || !plan.optimizer.contains("lr") ||
+          !plan.optimizer.at("lr").is_number())
+        throw Error("plan '" + path + "': state '" + e.name +
+                    "' starts at the optimizer's lr, which the plan does "
+                    "not give");
+      if (e.param.size() || e.type.shape.size() || e.type.dtype != at::kDouble)
+        throw Error("plan '" + path + "': state '" + e.name +
+                    "' must be an f64 scalar of no parameter");
+      e.init = plan.optimizer.at("lr").get<double>();
     }
     if (j.contains("grad_scaler")) {
       plan.gradScaler = j.at("grad_scaler");

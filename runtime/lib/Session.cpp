@@ -5,6 +5,7 @@
 #include "fsdp/runtime/Device.h"
 #include "fsdp/runtime/Trainer.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace fsdp::runtime {
@@ -87,7 +88,11 @@ double Session::step(const Batch &batch) {
   if (device.is_cuda())
     cuda::synchronize(device);
   auto start = std::chrono::steady_clock::now();
-  double loss = globalLoss(executor->run(inputs, state));
+  std::vector<at::Tensor> outputs = executor->run(inputs, state);
+  double loss = globalLoss(outputs);
+  for (const auto &[name, index] : plan.metrics)
+    if (name == plan::kMetricLr && index < (int64_t)outputs.size())
+      lastLr = outputs[index].item<double>();
   if (device.is_cuda())
     cuda::synchronize(device);
   lastMs = std::chrono::duration<double, std::milli>(
@@ -137,6 +142,41 @@ std::string Session::checkpoint(const std::string &dir,
     checkpointDir = CheckpointDir::claim(dir, *comm);
   return writeCheckpoint(plan, state, *comm, stepsTaken, *checkpointDir,
                          *kind);
+}
+
+double Session::lr() const {
+  if (state.count(std::string(plan::kStateLr)))
+    return state.at(std::string(plan::kStateLr)).item<double>();
+  bool scheduled = std::any_of(
+      plan.metrics.begin(), plan.metrics.end(),
+      [](const auto &m) { return m.first == plan::kMetricLr; });
+  if (scheduled) {
+    if (!lastLr)
+      throw Error("lr: plan '" + o.plan + "' computes each step's learning "
+                  "rate from its schedule; read it after a step");
+    return *lastLr;
+  }
+  if (plan.optimizer.is_object() && plan.optimizer.contains("lr") &&
+      plan.optimizer.at("lr").is_number())
+    return plan.optimizer.at("lr").get<double>();
+  throw Error("lr: plan '" + o.plan + "' has no optimizer");
+}
+
+void Session::setLr(double lr) {
+  auto it = state.find(std::string(plan::kStateLr));
+  if (it == state.end())
+    throw Error("lr: plan '" + o.plan + "' " +
+                (std::any_of(plan.metrics.begin(), plan.metrics.end(),
+                             [](const auto &m) {
+                               return m.first == plan::kMetricLr;
+                             })
+                     ? "computes each step's learning rate from its schedule"
+                     : "has its learning rate fixed at compile time") +
+                "; compile it with --lr-schedule external to set it between "
+                "steps");
+  if (!(lr >= 0.0))
+    throw Error("lr: invalid learning rate " + std::to_string(lr));
+  it->second.fill_(lr);
 }
 
 void Session::fail(const std::string &message) {

@@ -79,6 +79,23 @@ PYBIND11_MODULE(_fsdp_runtime, m) {
            [](Session &s, const std::string &dir, const std::string &type) {
              return guarded(s, [&] { return s.checkpoint(dir, type); });
            })
+      // A wrong use of lr is this rank's error alone: the job goes on.
+      .def_property(
+          "lr",
+          [](const Session &s) {
+            try {
+              return s.lr();
+            } catch (const std::exception &e) {
+              throw std::runtime_error(e.what());
+            }
+          },
+          [](Session &s, double lr) {
+            try {
+              s.setLr(lr);
+            } catch (const std::exception &e) {
+              throw std::runtime_error(e.what());
+            }
+          })
       .def_property_readonly("rank", &Session::rank)
       .def_property_readonly("world_size", &Session::worldSize)
       .def_property_readonly("steps", &Session::steps)

@@ -5,10 +5,10 @@
 // RUN: not fsdp-opt %s --fsdp-optimizer="optimizer=sgd lr-schedule=constant total-steps=5" 2>&1 | FileCheck %s --check-prefix=CONSTTOTAL
 // RUN: not fsdp-opt %s --fsdp-optimizer="optimizer=sgd warmup-steps=5" 2>&1 | FileCheck %s --check-prefix=NOSCHEDULE
 // RUN: not fsdp-opt %s --fsdp-optimizer="optimizer=sgd lr-schedule=linear total-steps=5 warmup-steps=-1" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
-// UNKNOWN: error: unknown learning-rate schedule 'step': expected constant, linear or cosine
+// UNKNOWN: error: unknown learning-rate schedule 'step': expected constant, linear, cosine or external
 // NOTOTAL: error: the cosine learning-rate schedule needs total-steps: the steps over which the learning rate decays to 0
 // CONSTTOTAL: error: total-steps applies to the linear and cosine learning-rate schedules
-// NOSCHEDULE: error: warmup-steps needs a learning-rate schedule
+// NOSCHEDULE: error: warmup-steps needs a constant, linear or cosine learning-rate schedule (with external, the runner sets each step's rate)
 // NEGATIVE: error: warmup-steps and total-steps must not be negative
 
 // A schedule makes the learning rate a value of the step, computed in f64
@@ -55,6 +55,22 @@
 // LINEAR:         %[[WD:.+]] = aten.call "aten::mul.Scalar"(%[[LR]], 1.000000e-02)
 // LINEAR-NEXT:    %[[KEEP:.+]] = aten.call "aten::rsub.Scalar"(%[[WD]], 1.000000e+00, 1)
 // LINEAR-NEXT:    aten.call "aten::mul.Tensor"(%{{.+}}, %[[KEEP]]) {fsdp.optimizer_op} : (tensor<3xf32>, tensor<f64>) -> tensor<3xf32>
+
+// External: the rate is state (optim:lr, which the plan starts at lr and the
+// runner sets between steps), read by the update and returned as `lr`; no
+// step count is kept for it.
+// EXTERNAL:         fsdp.optim_state @"optim:lr" : tensor<f64>
+// EXTERNAL-NOT:     optim:step
+// EXTERNAL-LABEL:   func.func @train_step(
+// EXTERNAL-SAME:        %[[G:[a-z0-9]+]]: tensor<3xf32>) -> (tensor<f32>, tensor<f64> {fsdp.metric = "lr"})
+// EXTERNAL:         %[[P:.+]] = fsdp.get @w
+// EXTERNAL:         %[[LR:.+]] = fsdp.get @"optim:lr" : tensor<f64>
+// EXTERNAL-NEXT:    %[[NEGLR:.+]] = aten.call "aten::neg"(%[[LR]])
+// EXTERNAL-NEXT:    %[[STEP:.+]] = aten.call "aten::mul.Tensor"(%[[G]], %[[NEGLR]]) {fsdp.optimizer_op} : (tensor<3xf32>, tensor<f64>) -> tensor<3xf32>
+// EXTERNAL-NEXT:    %[[NEWP:.+]] = aten.call "aten::add.Tensor"(%[[P]], %[[STEP]], 1)
+// EXTERNAL-NEXT:    fsdp.update @w, %[[NEWP]]
+// EXTERNAL-NOT:     optim:lr
+// EXTERNAL:         return %{{.+}}, %[[LR]] : tensor<f32>, tensor<f64>
 module {
   fsdp.param @w : tensor<3xf32> in "" : "M"
   func.func @train_step(%g: tensor<3xf32>) -> tensor<f32> {

@@ -167,6 +167,10 @@ def Optimizer : Pass<"fsdp-optimizer", "mlir::ModuleOp"> {
     the learning rate is a value of the step, computed in f64 from the step
     count `optim:step`, and the step returns it as an output named `lr`
     (result attribute `fsdp.metric`), which `fsdp-run --metrics` reports.
+    With `lr-schedule external` the learning rate is read from the state
+    `optim:lr` (f64, starting at `lr`; the plan marks it `init: "lr"`), which
+    the runner may set between steps (the Python module's `rt.lr`, a user's
+    own schedule); the step returns it as `lr` too.
 
     With `max-grad-norm` the gradients are clipped first, as
     `torch.nn.utils.clip_grad_norm_` and FSDP's `clip_grad_norm_` do: each
@@ -230,8 +234,9 @@ def Optimizer : Pass<"fsdp-optimizer", "mlir::ModuleOp"> {
     Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"::fsdp::StepDefaults::maxGradNorm()",
            "Clip the gradients' total 2-norm to this (0: no clipping)">,
     Option<"lrSchedule", "lr-schedule", "std::string", /*default=*/"::fsdp::StepDefaults::lrSchedule()",
-           "Learning-rate schedule: constant, linear or cosine (empty: the "
-           "learning rate is a constant of the plan)">,
+           "Learning-rate schedule: constant, linear, cosine or external "
+           "(optim:lr, set by the runner) (empty: the learning rate is a "
+           "constant of the plan)">,
     Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"::fsdp::StepDefaults::warmupSteps()",
            "Steps of linear warmup from 0 to lr">,
     Option<"totalSteps", "total-steps", "int64_t", /*default=*/"::fsdp::StepDefaults::totalSteps()",

@@ -371,7 +371,8 @@ LogicalResult PlanWriter::declareBuffer(BufferOp buffer) {
   return success();
 }
 
-/// Optimizer state starts at zero; it is not in the model file.
+/// Optimizer state starts at zero (the runner's learning rate at lr); it is
+/// not in the model file.
 LogicalResult PlanWriter::declareOptimState(OptimStateOp optim) {
   FailureOr<json::Object> optimEntry =
       entryOf(optim, optim.getType(), optim.getSymName());
@@ -381,7 +382,11 @@ LogicalResult PlanWriter::declareOptimState(OptimStateOp optim) {
   entry["kind"] = "optim";
   entry["param"] = optim.getParam() ? json::Value(*optim.getParam())
                                     : json::Value(nullptr);
-  entry["init"] = "zeros";
+  // The learning rate the runner sets starts at the optimizer's lr.
+  entry["init"] = optim.getSymName() == llvm::StringRef(plan::kStateLr.data(),
+                                                        plan::kStateLr.size())
+                      ? "lr"
+                      : "zeros";
   entry["aliases"] = json::Array();
   state.push_back(std::move(entry));
   return success();

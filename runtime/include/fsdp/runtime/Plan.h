@@ -83,6 +83,10 @@ struct StateEntry {
   std::vector<std::string> aliases;
   std::string param; // Optim: the parameter it belongs to ("" if none)
   bool persistent = true; // false: not in state_dict (checkpoints skip it)
+  // Optim: the value before the first step: zero, or (`init: "lr"`, the
+  // learning rate the runner sets) the optimizer's lr.
+  bool initLr = false;
+  double init = 0.0;
   bool host = false; // CPU offload: lives in host memory
   // FlatParam: `type` is a rank's shard of the padded flat buffer, or the
   // whole buffer if `replicated` (OSS, SHARDED_DDP: only its gradient and

@@ -123,6 +123,9 @@ inline constexpr bool isMetric(std::string_view name) {
 /// learning-rate schedule follows), and the gradient scaler's scale (f32;
 /// zero stands for its initial scale) and growth tracker (i32).
 inline constexpr std::string_view kStateStepCount = "optim:step";
+/// The learning rate the runner sets between steps (`--lr-schedule
+/// external`): f64, starting at the optimizer's `lr` (`init: "lr"`).
+inline constexpr std::string_view kStateLr = "optim:lr";
 inline constexpr std::string_view kStateScale = "scaler:scale";
 inline constexpr std::string_view kStateGrowthTracker = "scaler:growth_tracker";
 

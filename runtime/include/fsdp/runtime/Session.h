@@ -60,6 +60,15 @@ public:
   /// every rank must call it. Returns the checkpoint's directory.
   std::string checkpoint(const std::string &dir, const std::string &type);
 
+  /// The learning rate: the one the next step uses where the plan keeps it
+  /// as state (compiled with --lr-schedule external) or fixes it (no
+  /// schedule); under a schedule the plan computes each step's, and this is
+  /// the last step's (an error before the first).
+  double lr() const;
+  /// Sets the learning rate of the steps that follow, as a user's schedule
+  /// sets `param_groups[0]["lr"]` (each rank must set the same). Throws
+  /// unless the plan was compiled with --lr-schedule external.
+  void setLr(double lr);
   /// Tells the other ranks that this one failed with `message`: they stop
   /// with it, as fsdp-run's ranks do.
   void fail(const std::string &message);
@@ -90,6 +99,7 @@ private:
   std::unique_ptr<Executor> executor, evalExecutor;
   int64_t stepsTaken = 0;
   double lastMs = 0;
+  std::optional<double> lastLr; // the lr metric of the last step
   std::optional<CheckpointDir> checkpointDir;
 };
 

@@ -132,8 +132,10 @@ def FSDP_OptimizerKind : I32EnumAttr<"OptimizerKind", "the optimizer",
 def FSDP_ConstantSchedule : I32EnumAttrCase<"Constant", 0, "constant">;
 def FSDP_LinearSchedule : I32EnumAttrCase<"Linear", 1, "linear">;
 def FSDP_CosineSchedule : I32EnumAttrCase<"Cosine", 2, "cosine">;
+def FSDP_ExternalSchedule : I32EnumAttrCase<"External", 3, "external">;
 def FSDP_LrSchedule : I32EnumAttr<"LrSchedule", "the learning-rate schedule",
-    [FSDP_ConstantSchedule, FSDP_LinearSchedule, FSDP_CosineSchedule]> {
+    [FSDP_ConstantSchedule, FSDP_LinearSchedule, FSDP_CosineSchedule,
+     FSDP_ExternalSchedule]> {
   let cppNamespace = "::fsdp";
   let genSpecializedAttr = 0;
 }
@@ -243,7 +245,9 @@ def FSDP_OptimStateOp : FSDP_Op<"optim_state",
   let description = [{
     State the optimizer keeps between steps: a parameter's momentum buffer or
     Adam moments (`for` names the parameter; the state is shaped like it), or
-    a step count shared by all parameters. It starts at zero. Names use `:`,
+    a step count shared by all parameters. It starts at zero, but for
+    `optim:lr` (the learning rate the runner sets between steps, `lr-schedule
+    external`), which starts at the optimizer's `lr`. Names use `:`,
     which no Python attribute name holds, so they never collide with an FQN.
 
     ```mlir
