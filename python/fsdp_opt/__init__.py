@@ -106,7 +106,8 @@ class Runtime:
     `resume`: a checkpoint directory (`checkpoint()`'s, or fsdp-run
     --checkpoint-dir's) to go on from.
     An error raises FsdpOptError on this rank and stops the others with its
-    message. `metrics`: the last step's time, its time blocked on
+    message; Ctrl-C (KeyboardInterrupt) on one rank makes the others' step
+    raise FsdpOptError (a rank stopped), so every rank ends. `metrics`: the last step's time, its time blocked on
     collectives and its peak bytes of live tensors."""
 
     def __init__(self, plan, model, seed=None, device=None, backend=None, resume=None):

@@ -276,19 +276,6 @@ void acknowledgeAbort(c10d::Store &store) {
   }
 }
 
-/// Rank 0 after an abort: keeps its store up until `others` ranks have read
-/// the message, or `limit` has passed (a rank that is stopped never will).
-/// A watchdog starved of CPU may take far longer than its 200 ms period.
-void holdStoreForOthers(c10d::Store &store, int64_t others,
-                        std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  try {
-    while (store.add(kAbortReadKey, 0) < others &&
-           std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  } catch (...) {
-  }
-}
 constexpr const char *kDoneKey = "fsdp/done";
 constexpr const char *kLostRankZero =
     "lost contact with rank 0 (its rendezvous store is gone)";
@@ -297,6 +284,29 @@ constexpr const char *kJoinedKey = "fsdp/joined";
 /// the rank is done (it then beats no more).
 constexpr int64_t kFinished = int64_t(1) << 40;
 std::string beatKey(int rank) { return "fsdp/beat/" + std::to_string(rank); }
+
+/// Rank 0 after an abort: keeps its store up until `others` ranks have read
+/// the message, every other rank of the `worldSize` has ended (a rank
+/// interrupted by Ctrl-C, whose leaving failed this one's collective, will
+/// read nothing), or `limit` has passed (a rank that is stopped never
+/// will). A watchdog starved of CPU may take far longer than its 200 ms
+/// period.
+void holdStoreForOthers(c10d::Store &store, int64_t others, int worldSize,
+                        std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  auto othersEnded = [&] {
+    for (int r = 1; r < worldSize; ++r)
+      if (store.add(beatKey(r), 0) < kFinished)
+        return false;
+    return true;
+  };
+  try {
+    while (store.add(kAbortReadKey, 0) < others && !othersEnded() &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  } catch (...) {
+  }
+}
 
 /// torchrun's agent (static rendezvous) already serves a store at
 /// MASTER_ADDR:MASTER_PORT and says so: every rank is then its client.
@@ -578,7 +588,7 @@ Rendezvous::~Rendezvous() {
     // it stays up until they have read it (their watchdogs look every
     // 200 ms), no longer.
     if (info_.rank == 0)
-      holdStoreForOthers(*store_, info_.worldSize - 1,
+      holdStoreForOthers(*store_, info_.worldSize - 1, info_.worldSize,
                          std::min<std::chrono::milliseconds>(
                              timeout_, std::chrono::seconds(10)));
     return;
@@ -660,7 +670,8 @@ void Rendezvous::watch(LocalCheck check, BeforeExit beforeExit) {
           // message when rank 0 leaves can only say it lost rank 0 (the
           // suite's one flaky case, under load); one that cannot read it
           // within FSDP_RUN_TIMEOUT is itself stalled.
-          holdStoreForOthers(*client, info_.worldSize - 2, timeout_);
+          holdStoreForOthers(*client, info_.worldSize - 2, info_.worldSize,
+                             timeout_);
           std::_Exit(kStoppedByOtherRank);
         }
       }
@@ -684,7 +695,8 @@ void Rendezvous::watch(LocalCheck check, BeforeExit beforeExit) {
           printLineToStderr("fsdp-run: rank 0 stops: " + message);
           if (beforeExit)
             beforeExit();
-          holdStoreForOthers(*client, info_.worldSize - 1, timeout_);
+          holdStoreForOthers(*client, info_.worldSize - 1, info_.worldSize,
+                             timeout_);
           std::_Exit(kStoppedByOtherRank);
         }
       }
@@ -715,7 +727,8 @@ void Rendezvous::watch(LocalCheck check, BeforeExit beforeExit) {
       // Rank 0 serves the store that carries the message: keep it up
       // until the others' watchdogs have read it.
       if (info_.rank == 0)
-        holdStoreForOthers(*client, info_.worldSize - 1, timeout_);
+        holdStoreForOthers(*client, info_.worldSize - 1, info_.worldSize,
+                             timeout_);
       std::_Exit(1);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
