@@ -144,13 +144,17 @@ std::string Session::checkpoint(const std::string &dir,
                          *kind);
 }
 
+/// Whether the plan computes each step's learning rate (a schedule, or the
+/// state the runner sets): it reports it as the metric `lr`.
+static bool reportsLr(const Plan &plan) {
+  return std::any_of(plan.metrics.begin(), plan.metrics.end(),
+                     [](const auto &m) { return m.first == plan::kMetricLr; });
+}
+
 double Session::lr() const {
   if (state.count(std::string(plan::kStateLr)))
     return state.at(std::string(plan::kStateLr)).item<double>();
-  bool scheduled = std::any_of(
-      plan.metrics.begin(), plan.metrics.end(),
-      [](const auto &m) { return m.first == plan::kMetricLr; });
-  if (scheduled) {
+  if (reportsLr(plan)) {
     if (!lastLr)
       throw Error("lr: plan '" + o.plan + "' computes each step's learning "
                   "rate from its schedule; read it after a step");
@@ -166,10 +170,7 @@ void Session::setLr(double lr) {
   auto it = state.find(std::string(plan::kStateLr));
   if (it == state.end())
     throw Error("lr: plan '" + o.plan + "' " +
-                (std::any_of(plan.metrics.begin(), plan.metrics.end(),
-                             [](const auto &m) {
-                               return m.first == plan::kMetricLr;
-                             })
+                (reportsLr(plan)
                      ? "computes each step's learning rate from its schedule"
                      : "has its learning rate fixed at compile time") +
                 "; compile it with --lr-schedule external to set it between "
