@@ -286,22 +286,36 @@ constexpr int64_t kFinished = int64_t(1) << 40;
 std::string beatKey(int rank) { return "fsdp/beat/" + std::to_string(rank); }
 
 /// Rank 0 after an abort: keeps its store up until `others` ranks have read
-/// the message, every other rank of the `worldSize` has ended (a rank
-/// interrupted by Ctrl-C, whose leaving failed this one's collective, will
-/// read nothing), or `limit` has passed (a rank that is stopped never
-/// will). A watchdog starved of CPU may take far longer than its 200 ms
-/// period.
+/// the message, every other rank of the `worldSize` is gone, or `limit` has
+/// passed. Gone: ended (a rank interrupted by Ctrl-C, whose leaving failed
+/// this one's collective, reads nothing), or its heartbeat silent for
+/// kSilentGone (a rank killed, or stopped: it never will read). A watchdog
+/// starved of CPU may take far longer than its 200 ms period, but not that.
 void holdStoreForOthers(c10d::Store &store, int64_t others, int worldSize,
                         std::chrono::milliseconds limit) {
+  constexpr auto kSilentGone = std::chrono::seconds(10);
   auto deadline = std::chrono::steady_clock::now() + limit;
-  auto othersEnded = [&] {
-    for (int r = 1; r < worldSize; ++r)
-      if (store.add(beatKey(r), 0) < kFinished)
-        return false;
-    return true;
+  std::vector<int64_t> lastBeat(worldSize, -1);
+  std::vector<std::chrono::steady_clock::time_point> heardAt(
+      worldSize, std::chrono::steady_clock::now());
+  auto othersGone = [&] {
+    auto now = std::chrono::steady_clock::now();
+    bool gone = true;
+    for (int r = 1; r < worldSize; ++r) {
+      int64_t beat = store.add(beatKey(r), 0);
+      if (beat >= kFinished)
+        continue;
+      if (beat != lastBeat[r]) {
+        lastBeat[r] = beat;
+        heardAt[r] = now;
+      }
+      if (now - heardAt[r] < kSilentGone)
+        gone = false;
+    }
+    return gone;
   };
   try {
-    while (store.add(kAbortReadKey, 0) < others && !othersEnded() &&
+    while (store.add(kAbortReadKey, 0) < others && !othersGone() &&
            std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
   } catch (...) {
