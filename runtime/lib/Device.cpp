@@ -1,6 +1,9 @@
 //===- Device.cpp - the device a rank runs on, and its backend ------------===//
 
 #include "fsdp/runtime/Device.h"
+#ifdef FSDP_RUNTIME_CUDA
+#include "CudaHalf.h"
+#endif
 
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
@@ -9,6 +12,55 @@
 #include <cstring>
 
 namespace fsdp::runtime {
+
+namespace cuda {
+namespace {
+
+/// The CUDA half, or null where this process has none.
+const Half *present() {
+#ifdef FSDP_RUNTIME_CUDA
+  return linkedHalf();
+#else
+  return nullptr;
+#endif
+}
+
+const Half &half() {
+  if (const Half *h = present())
+    return *h;
+  throw Error("this fsdp-run was built without CUDA");
+}
+
+} // namespace
+
+bool built() { return present() != nullptr; }
+void setDevice(c10::Device device) { half().setDevice(device); }
+DeviceMemory memory(c10::Device device) { return half().memory(device); }
+void resetPeaks(c10::Device device) { half().resetPeaks(device); }
+void synchronize(c10::Device device) { half().synchronize(device); }
+std::unique_ptr<Copier> makeCopier(c10::Device device) {
+  return half().copier(device);
+}
+std::unique_ptr<Graph> makeGraph(c10::Device device) {
+  return half().graph(device);
+}
+
+} // namespace cuda
+
+std::string ncclVersion() {
+  const cuda::Half *h = cuda::present();
+  return h ? h->ncclVersion() : "";
+}
+
+std::unique_ptr<Communicator> createNcclCommunicator(const RankInfo &info,
+                                                     int shardGroupSize,
+                                                     c10::Device device) {
+  const cuda::Half *h = cuda::present();
+  if (!h)
+    throw Error("this fsdp-run was built without NCCL's headers: --backend "
+                "nccl is unavailable (use --backend gloo)");
+  return h->nccl(info, shardGroupSize, device);
+}
 
 const char *backendName(Backend backend) {
   return backend == Backend::Nccl ? "nccl" : "gloo";

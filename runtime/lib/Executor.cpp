@@ -574,7 +574,7 @@ Executor::Executor(const Plan &plan, Communicator *comm)
                   [](const Instruction &inst) {
                     return inst.as<inst::ToHost>() || inst.as<inst::ToDevice>();
                   }))
-    copier = std::make_unique<cuda::Copier>(device);
+    copier = cuda::makeCopier(device);
   // CPU offload: the state the plan keeps in host memory.
   for (const StateEntry &e : plan.state)
     if (e.host)

@@ -15,8 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaHalf.h"
 #include "fsdp/runtime/Communicator.h"
-#include "fsdp/runtime/Device.h"
 #include "fsdp/runtime/Rendezvous.h"
 
 #ifdef FSDP_RUNTIME_NCCL
@@ -440,7 +440,9 @@ Nccl::~Nccl() {
 } // namespace
 #endif // FSDP_RUNTIME_NCCL
 
-std::string ncclVersion() {
+namespace cuda {
+
+std::string ncclBuiltVersion() {
 #ifdef FSDP_RUNTIME_NCCL
   return std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." +
          std::to_string(NCCL_PATCH);
@@ -449,9 +451,9 @@ std::string ncclVersion() {
 #endif
 }
 
-std::unique_ptr<Communicator> createNcclCommunicator(const RankInfo &info,
-                                                     int shardGroupSize,
-                                                     c10::Device device) {
+std::unique_ptr<Communicator> ncclCommunicator(const RankInfo &info,
+                                               int shardGroupSize,
+                                               c10::Device device) {
 #ifdef FSDP_RUNTIME_NCCL
   // Ranks that share a GPU (FSDP_RUN_SHARE_GPUS, a test) must look like
   // different hosts to NCCL 2.28, which refuses two ranks on one device.
@@ -468,5 +470,7 @@ std::unique_ptr<Communicator> createNcclCommunicator(const RankInfo &info,
               "nccl is unavailable (use --backend gloo)");
 #endif
 }
+
+} // namespace cuda
 
 } // namespace fsdp::runtime

@@ -289,7 +289,7 @@ private:
   int64_t reservedPeak = 0;
   // --cuda-graph: the captured step, the inputs it reads, the outputs it
   // writes, and the allocator's peak while it was captured.
-  std::optional<cuda::Graph> graph;
+  std::unique_ptr<cuda::Graph> graph;
   bool warmedUp = false;
   std::vector<at::Tensor> graphInputs, graphOutputs;
   int64_t graphAllocatorPeak = 0;
@@ -385,7 +385,7 @@ StepResult Training::run(int64_t step, BatchReader &data) {
   std::vector<at::Tensor> inputs = data.take(step);
   if (device.is_cuda()) {
     if (!copier)
-      copier = std::make_unique<cuda::Copier>(device);
+      copier = cuda::makeCopier(device);
     for (at::Tensor &t : inputs)
       t = copier->toDevice(t);
   }
@@ -402,7 +402,7 @@ StepResult Training::run(int64_t step, BatchReader &data) {
     allocator->resetPeak();
   }
   try {
-    bool replayed = graph.has_value();
+    bool replayed = graph != nullptr;
     outputs = execute(std::move(inputs));
     // What the allocator handed out during the step beyond what it had
     // before, plus the state and batch the step began with.
@@ -472,7 +472,7 @@ std::vector<at::Tensor> Training::execute(std::vector<at::Tensor> inputs) {
   // is captured: the replay after it computes this step.
   graphInputs = std::move(inputs);
   State read = state;
-  graph.emplace(device);
+  graph = cuda::makeGraph(device);
   try {
     graph->begin();
     graphOutputs = executor.run(graphInputs, state);

@@ -59,7 +59,8 @@ struct DeviceMemory {
 };
 
 namespace cuda {
-/// Whether this fsdp-run was built with its CUDA code (Cuda.cpp).
+/// Whether this process has the runtime's CUDA half (Cuda.cpp, Nccl.cpp):
+/// without it every call below throws an Error.
 bool built();
 /// Makes `device` the thread's current CUDA device.
 void setDevice(c10::Device device);
@@ -77,17 +78,13 @@ void synchronize(c10::Device device);
 /// its source alive until then.
 class Copier {
 public:
-  explicit Copier(c10::Device device);
-  ~Copier();
-  at::Tensor toDevice(const at::Tensor &host);
-  at::Tensor toHost(const at::Tensor &onDevice);
+  virtual ~Copier() = default;
+  virtual at::Tensor toDevice(const at::Tensor &host) = 0;
+  virtual at::Tensor toHost(const at::Tensor &onDevice) = 0;
   /// Blocks until every copy to the host has landed.
-  void waitForHost();
-
-private:
-  struct Impl;
-  std::unique_ptr<Impl> impl;
+  virtual void waitForHost() = 0;
 };
+std::unique_ptr<Copier> makeCopier(c10::Device device);
 
 /// A CUDA graph (at::cuda::CUDAGraph): what is enqueued on `device`
 /// between begin() and end() is captured (on a stream of its own, made
@@ -95,15 +92,26 @@ private:
 /// replay() runs it again on the current stream.
 class Graph {
 public:
-  explicit Graph(c10::Device device);
-  ~Graph();
-  void begin();
-  void end();
-  void replay();
+  virtual ~Graph() = default;
+  virtual void begin() = 0;
+  virtual void end() = 0;
+  virtual void replay() = 0;
+};
+std::unique_ptr<Graph> makeGraph(c10::Device device);
 
-private:
-  struct Impl;
-  std::unique_ptr<Impl> impl;
+/// What the CUDA half provides: the calls above, and NCCL's communicator.
+struct Half {
+  void (*setDevice)(c10::Device);
+  DeviceMemory (*memory)(c10::Device);
+  void (*resetPeaks)(c10::Device);
+  void (*synchronize)(c10::Device);
+  std::unique_ptr<Copier> (*copier)(c10::Device);
+  std::unique_ptr<Graph> (*graph)(c10::Device);
+  /// "2.28.9", or "" where the half was built without NCCL's headers.
+  std::string (*ncclVersion)();
+  /// createNcclCommunicator's work (an Error without NCCL's headers).
+  std::unique_ptr<Communicator> (*nccl)(const RankInfo &, int shardGroupSize,
+                                        c10::Device);
 };
 } // namespace cuda
 
