@@ -5,10 +5,11 @@
 #   GPU benchmark's plans (bench/gpu: GPT-2 small and medium, from
 #   weightless skeletons), compiled by this checkout's fsdp-opt for NCCL
 #   (plans for a GPU: fsdp-opt --backend nccl);
-# - bin/fsdp-run, built here against the same torch 2.11 wheel the GPU
-#   machines have (scripts/gpu-check.sh runs it there with that machine's
-#   torch libraries, and builds the runtime there only if it does not
-#   start);
+# - bin/fsdp-run and its CUDA half (lib/libfsdp_runtime_cuda.so, which it
+#   loads for a GPU run), built here against the same torch 2.11 wheel the
+#   GPU machines have (scripts/gpu-check.sh runs it there with that
+#   machine's torch libraries, and builds the runtime there only if it does
+#   not start);
 # - include/nlohmann, the one header that building the runtime there needs
 #   and such a machine lacks.
 # Then, there:   scripts/gpu-check.sh DIR [RESULTS]
@@ -47,6 +48,10 @@ PYTHONPATH=$PWD/python OMP_NUM_THREADS=1 \
   "$python" bench/gpu/bench_gpu.py plans "$dir/bench" --fsdp-opt "$fsdp_opt" \
   --sizes "$sizes" --backend "$backend" "${bench[@]}"
 cp "$fsdp_run" "$dir/bin/fsdp-run"
+half=$(dirname "$fsdp_run")/../lib/libfsdp_runtime_cuda.so
+if [ -f "$half" ]; then
+  mkdir -p "$dir/lib" && cp "$half" "$dir/lib/"
+fi
 echo "$version" >"$dir/bin/fsdp-run.version"
 cp -r /usr/include/nlohmann "$dir/include/"
 size=$(du -sm "$dir" | cut -f1)

@@ -158,3 +158,9 @@ const Half theHalf = {setCudaDevice,   cudaMemory,  resetCudaPeaks,
 const Half *linkedHalf() { return &theHalf; }
 
 } // namespace fsdp::runtime::cuda
+
+/// The entry fsdp-run looks up when it loads this half (cuda::kHalfEntry).
+extern "C" __attribute__((visibility("default"))) const fsdp::runtime::cuda::Half *
+fsdp_runtime_cuda_half() {
+  return fsdp::runtime::cuda::linkedHalf();
+}

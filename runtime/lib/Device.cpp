@@ -1,29 +1,26 @@
 //===- Device.cpp - the device a rank runs on, and its backend ------------===//
 
 #include "fsdp/runtime/Device.h"
-#ifdef FSDP_RUNTIME_CUDA
-#include "CudaHalf.h"
-#endif
 
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
+#include <unistd.h>
 
 namespace fsdp::runtime {
 
 namespace cuda {
 namespace {
 
-/// The CUDA half, or null where this process has none.
-const Half *present() {
-#ifdef FSDP_RUNTIME_CUDA
-  return linkedHalf();
-#else
-  return nullptr;
-#endif
-}
+/// The CUDA half: provided by the binary it is linked into, or loaded.
+const Half *theHalf = nullptr;
+/// Why loading it failed ("" where it did not, or was not tried).
+std::string loadFailure;
+
+const Half *present() { return theHalf; }
 
 const Half &half() {
   if (const Half *h = present())
@@ -31,9 +28,81 @@ const Half &half() {
   throw Error("this fsdp-run was built without CUDA");
 }
 
+/// Where fsdp-run's CUDA half would be: lib/ beside bin/ (a build
+/// directory, or a copy of bin/ and lib/), else beside the executable.
+std::string halfPath() {
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0)
+    return "";
+  std::string dir(self, static_cast<size_t>(n));
+  dir = dir.substr(0, dir.rfind('/') + 1);
+  for (const std::string &candidate :
+       {dir + "../lib/" + kHalfLibrary, dir + kHalfLibrary})
+    if (::access(candidate.c_str(), R_OK) == 0)
+      return candidate;
+  return "";
+}
+
+/// Whether CUDA's driver sees a GPU, asked without loading CUDA's
+/// libraries (the driver's own library, which a machine without a GPU
+/// driver does not have).
+bool driverSeesDevice() {
+  void *driver = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!driver)
+    return false;
+  using Init = int (*)(unsigned);
+  using Count = int (*)(int *);
+  auto init = reinterpret_cast<Init>(::dlsym(driver, "cuInit"));
+  auto count = reinterpret_cast<Count>(::dlsym(driver, "cuDeviceGetCount"));
+  int devices = 0;
+  bool seen = init && count && init(0) == 0 && count(&devices) == 0 &&
+              devices > 0;
+  if (!seen)
+    ::dlclose(driver);
+  return seen;
+}
+
 } // namespace
 
-bool built() { return present() != nullptr; }
+void provide(const Half *half) { theHalf = half; }
+
+void loadFor(const std::string &requestedDevice) {
+  if (theHalf || requestedDevice == "cpu")
+    return;
+  if (requestedDevice.empty() && !driverSeesDevice())
+    return;
+  std::string path = halfPath();
+  if (path.empty())
+    return; // built without CUDA: rankDevice says so
+  // Before anything asks ATen about CUDA: it decides once, at the first
+  // question, whether CUDA's half of torch (loaded with ours) is there.
+  void *library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!library) {
+    const char *why = ::dlerror();
+    loadFailure = path + ": " + (why ? why : "dlopen failed");
+    return;
+  }
+  using Entry = const Half *(*)();
+  auto entry = reinterpret_cast<Entry>(::dlsym(library, kHalfEntry));
+  if (!entry) {
+    loadFailure = path + ": no " + kHalfEntry;
+    return;
+  }
+  // ATen, asked about CUDA before this load, would have settled on none:
+  // the half's GPU calls would then fail far from the cause.
+  if (!at::detail::getCUDAHooks().hasCUDART()) {
+    loadFailure = path + ": loaded after ATen was asked about CUDA (fsdp-run "
+                         "must load it first)";
+    return;
+  }
+  theHalf = entry();
+}
+
+bool loaded() { return theHalf != nullptr; }
+std::string whyNotLoaded() { return loadFailure; }
+
+bool built() { return present() != nullptr || !halfPath().empty(); }
 void setDevice(c10::Device device) { half().setDevice(device); }
 DeviceMemory memory(c10::Device device) { return half().memory(device); }
 void resetPeaks(c10::Device device) { half().resetPeaks(device); }
@@ -67,7 +136,9 @@ const char *backendName(Backend backend) {
 }
 
 int visibleCudaDevices() {
-  if (!cuda::built() || !at::hasCUDA())
+  // Without the CUDA half, ATen is not asked: it would decide for good
+  // that there is no CUDA (loadFor must come first).
+  if (!cuda::present() || !at::hasCUDA())
     return 0;
   return static_cast<int>(at::detail::getCUDAHooks().deviceCount());
 }
@@ -79,6 +150,12 @@ c10::Device rankDevice(const std::string &requested, const RankInfo &info) {
   if (!cuda::built())
     throw Error("--device cuda: this fsdp-run was built without CUDA "
                 "(no CUDA toolkit headers at build time); use --device cpu");
+  if (!cuda::present())
+    throw Error("--device cuda: fsdp-run's CUDA half did not load (" +
+                (cuda::whyNotLoaded().empty()
+                     ? std::string("not loaded before the rank started")
+                     : cuda::whyNotLoaded()) +
+                "); use --device cpu");
   if (visible == 0)
     throw Error("--device cuda: no CUDA device is visible to this process "
                 "(no NVIDIA driver, no GPU, or CUDA_VISIBLE_DEVICES hides "

@@ -30,6 +30,18 @@ namespace fsdp::runtime {
 
 namespace {
 
+/// This process's resident memory now (/proc/self/statm), 0 where unknown.
+int64_t residentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  if (!(statm >> size >> resident))
+    return 0;
+  return resident * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+/// What the rank held when it started (its libraries, before the plan).
+int64_t startResident = 0;
+
 /// Time per ATen op (and per kind of other instruction), summed over the
 /// run, most expensive first: where a step's time goes.
 void printProfile(const Plan &plan, const std::vector<double> &times,
@@ -297,6 +309,8 @@ private:
   std::unique_ptr<cuda::Copier> copier; // the batches' copies on a GPU
   Evaluation *evaluation; // null without --eval-data
   int64_t evalPeak = 0;
+  // Resident memory at the rank's start and end (the largest of the ranks').
+  int64_t startRss = 0, endRss = 0;
   std::optional<double> evalLoss; // the last evaluation's
   // When this run's first step began, and its index (for the ETA).
   std::optional<std::pair<std::chrono::steady_clock::time_point, int64_t>>
@@ -584,14 +598,18 @@ void Training::writeMetrics(const nlohmann::json &line) {
 /// their shards' padding does); every rank takes part. Returns the rank
 /// with the largest peak.
 int64_t Training::gatherPeaks() {
+  startRss = startResident;
+  endRss = residentBytes();
   if (info.worldSize <= 1)
     return 0;
-  at::Tensor peaks = at::zeros({5, info.worldSize}, at::kDouble);
+  at::Tensor peaks = at::zeros({7, info.worldSize}, at::kDouble);
   peaks[0][info.rank] = static_cast<double>(peak);
   peaks[1][info.rank] = static_cast<double>(allocatorPeak);
   peaks[2][info.rank] = static_cast<double>(hostPeak);
   peaks[3][info.rank] = static_cast<double>(reservedPeak);
   peaks[4][info.rank] = static_cast<double>(evalPeak);
+  peaks[5][info.rank] = static_cast<double>(startRss);
+  peaks[6][info.rank] = static_cast<double>(endRss);
   at::Tensor all =
       comm.allReduce(peaks.to(device), CommGroup::World, /*mean=*/false)
           ->wait()
@@ -602,6 +620,8 @@ int64_t Training::gatherPeaks() {
   hostPeak = static_cast<int64_t>(all[2].max().item<double>());
   reservedPeak = static_cast<int64_t>(all[3].max().item<double>());
   evalPeak = static_cast<int64_t>(all[4].max().item<double>());
+  startRss = static_cast<int64_t>(all[5].max().item<double>());
+  endRss = static_cast<int64_t>(all[6].max().item<double>());
   return peakRank;
 }
 
@@ -616,6 +636,8 @@ void Training::writeSummary(int64_t sharded, int64_t modelBytesRead,
                          {"peak_bytes", peak},
                          {"peak_rank", peakRank},
                          {"allocator_peak_bytes", allocatorPeak},
+                         {"rss_start_bytes", startRss},
+                         {"rss_end_bytes", endRss},
                          {"threads", at::get_num_threads()}};
   if (device.is_cuda()) {
     summary["device"] = device.str();
@@ -784,6 +806,7 @@ void checkUpFront(const RunOptions &o, const RankInfo &info,
 
 void runRank(const RunOptions &o, const RankInfo &info,
              std::unique_ptr<Communicator> &comm) {
+  startResident = residentBytes();
   Plan plan = loadPlanFor(o, info);
   if (o.cudaGraph) {
     for (const StateEntry &e : plan.state)

@@ -8,6 +8,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/runtime/Session.h"
+#ifdef FSDP_RUNTIME_CUDA
+#include "../lib/CudaHalf.h"
+#endif
 
 #include <torch/csrc/utils/pybind.h>
 
@@ -57,6 +60,10 @@ std::unique_ptr<Session> open(const std::string &plan, const std::string &model,
 
 PYBIND11_MODULE(_fsdp_runtime, m) {
   m.doc() = "fsdp-opt's runtime: one rank of a plan, driven step by step";
+#ifdef FSDP_RUNTIME_CUDA
+  // The CUDA half is linked in: torch has loaded CUDA's libraries already.
+  fsdp::runtime::cuda::provide(fsdp::runtime::cuda::linkedHalf());
+#endif
   py::class_<Session>(m, "Session")
       .def(py::init(&open), py::arg("plan"), py::arg("model"),
            py::arg("seed") = std::nullopt, py::arg("device") = "",

@@ -74,11 +74,15 @@ namespace {
 /// `--version`: what this fsdp-run was built with (what scripts/gpu-check.sh
 /// reads of a binary built elsewhere before it trusts it).
 void printVersion() {
+  cuda::loadFor("cuda");
+  if (!cuda::whyNotLoaded().empty())
+    printLineToStderr("fsdp-run: warning: its CUDA half did not load: " +
+                      cuda::whyNotLoaded());
   std::string nccl = ncclVersion();
   std::printf("fsdp-run: plan format %lld, torch %s, CUDA %s, NCCL %s, "
               "Gloo %s\n",
               static_cast<long long>(fsdp::plan::kFormatVersion),
-              TORCH_VERSION, cuda::built() ? "yes" : "no",
+              TORCH_VERSION, cuda::loaded() ? "yes" : "no",
               nccl.empty() ? "no" : nccl.c_str(), glooBuilt() ? "yes" : "no");
 }
 
@@ -261,6 +265,10 @@ int main(int argc, char **argv) {
   if (!std::getenv("TORCH_CPP_LOG_LEVEL"))
     FLAGS_caffe2_log_level = 2; // ERROR
   RunOptions o = parseArgs(argc, argv);
+  // CUDA, only for a GPU run (the launcher of local ranks checks the GPUs
+  // before it starts them), and before anything asks ATen about it.
+  if (!o.printPlan)
+    cuda::loadFor(o.device);
   if (o.threads > 0)
     at::set_num_threads(static_cast<int>(o.threads));
   if (o.deterministic) {

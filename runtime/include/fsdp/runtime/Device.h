@@ -59,8 +59,9 @@ struct DeviceMemory {
 };
 
 namespace cuda {
-/// Whether this process has the runtime's CUDA half (Cuda.cpp, Nccl.cpp):
-/// without it every call below throws an Error.
+/// Whether this process has the runtime's CUDA half (Cuda.cpp, Nccl.cpp),
+/// provided or beside fsdp-run to load: without it (or before it is
+/// loaded) every call below throws an Error.
 bool built();
 /// Makes `device` the thread's current CUDA device.
 void setDevice(c10::Device device);
@@ -98,6 +99,27 @@ public:
   virtual void replay() = 0;
 };
 std::unique_ptr<Graph> makeGraph(c10::Device device);
+
+/// The CUDA half: linked into the Python module (whose torch has loaded
+/// CUDA already), and a library of its own beside fsdp-run, loaded only for
+/// a GPU run, so that a CPU rank does not carry CUDA's libraries (a third
+/// of its memory).
+constexpr const char *kHalfLibrary = "libfsdp_runtime_cuda.so";
+/// Its entry: `extern "C" const Half *fsdp_runtime_cuda_half()`.
+constexpr const char *kHalfEntry = "fsdp_runtime_cuda_half";
+
+/// fsdp-run's start: loads the CUDA half for `requestedDevice` ("cuda";
+/// or "" where CUDA's driver sees a GPU; never for "cpu"), before anything
+/// asks ATen about CUDA (ATen decides once, at the first question, whether
+/// CUDA is there). Never throws: rankDevice says what failed.
+void loadFor(const std::string &requestedDevice);
+/// Whether the half is here (provided, or loaded).
+bool loaded();
+/// Why loading the half failed ("" if it did not, or was not tried).
+std::string whyNotLoaded();
+/// A binary with the half linked in gives it here, before any rank starts.
+struct Half;
+void provide(const Half *half);
 
 /// What the CUDA half provides: the calls above, and NCCL's communicator.
 struct Half {
