@@ -42,18 +42,25 @@ at::Tensor asSent(const at::Tensor &t) {
   }
 }
 
-/// A c10d work whose result is computed from its buffers once complete.
+/// c10d works whose result is computed from its buffers once all are
+/// complete.
 class GlooPending : public Pending {
 public:
+  GlooPending(std::vector<c10::intrusive_ptr<c10d::Work>> works,
+              std::function<at::Tensor()> finish,
+              std::vector<at::Tensor> buffers)
+      : works(std::move(works)), finish(std::move(finish)),
+        buffers(std::move(buffers)) {}
   GlooPending(c10::intrusive_ptr<c10d::Work> work,
               std::function<at::Tensor()> finish,
               std::vector<at::Tensor> buffers)
-      : work(std::move(work)), finish(std::move(finish)),
-        buffers(std::move(buffers)) {}
+      : GlooPending(std::vector<c10::intrusive_ptr<c10d::Work>>{std::move(work)},
+                    std::move(finish), std::move(buffers)) {}
   std::vector<at::Tensor> held() const override { return buffers; }
   at::Tensor wait() override {
     try {
-      work->wait();
+      for (auto &work : works)
+        work->wait();
     } catch (const std::exception &e) {
       throw Error("a collective failed (did another rank stop?): " +
                   firstLine(e));
@@ -62,7 +69,7 @@ public:
   }
 
 private:
-  c10::intrusive_ptr<c10d::Work> work;
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
   std::function<at::Tensor()> finish;
   std::vector<at::Tensor> buffers;
 };
@@ -76,20 +83,28 @@ public:
     int n = groupSize(group);
     if (n == 1)
       return gatheredAlone(shard);
-    // One output buffer, rank i's shard its i-th chunk: no concatenation
-    // after the gather (Gloo itself receives into a buffer of its own and
-    // copies into the chunks, which the runtime does not see).
-    // The shards one after another along the first dimension (a 0-dim
-    // shard counts as one element).
+    // One output buffer, rank i's shard its i-th chunk, received in place:
+    // each rank broadcasts its chunk. (c10d's Gloo all-gather receives
+    // into a buffer of the whole output and copies it into the chunks: a
+    // second gathered buffer while the gather is in flight, which the
+    // plan's memory would not see.) The shards one after another along
+    // the first dimension (a 0-dim shard counts as one element).
     at::Tensor input = shard.dim() == 0 ? shard.reshape({1}) : shard.contiguous();
     std::vector<int64_t> sizes = input.sizes().vec();
     sizes[0] *= n;
     at::Tensor output = at::empty(sizes, input.options());
-    std::vector<std::vector<at::Tensor>> outputs{asSent(output).chunk(n)};
-    std::vector<at::Tensor> inputs{asSent(input)};
-    auto work = pg(group)->allgather(outputs, inputs);
+    std::vector<at::Tensor> chunks = asSent(output).chunk(n);
+    chunks[groupRank(group)].copy_(asSent(input));
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (int root = 0; root < n; ++root) {
+      std::vector<at::Tensor> sent{chunks[root]};
+      c10d::BroadcastOptions options;
+      options.rootRank = root;
+      works.push_back(pg(group)->broadcast(sent, options));
+    }
     return std::make_unique<GlooPending>(
-        work, [output]() { return output; }, std::vector<at::Tensor>{output});
+        std::move(works), [output]() { return output; },
+        std::vector<at::Tensor>{output});
   }
 
   std::unique_ptr<Pending> reduceScatter(const at::Tensor &full,
