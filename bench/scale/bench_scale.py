@@ -4,7 +4,8 @@
     .venv/bin/python bench/scale/bench_scale.py [--steps 20] [--warmup 3] [--ranks 1,2,4]
         [--sharding FULL_SHARD,OSS,SHARDED_DDP] [--schedules BACKWARD_PRE]
         [--references ddp,fsdp2,fsdp1] [--threads 1] [--batch 8] [--d-model 128] [--n-layer 4]
-        [--n-head 4] [--max-len 64] [--vocab 512]
+        [--n-head 4] [--max-len 64] [--vocab 512] [--model gpt|resnet18 [--image 64]
+        [--classes 10]]
 
 Writes --steps random global batches and, for each rank count W: exports
 the GPT fixture (traced, its input specs one rank's batch, --batch / W),
@@ -102,6 +103,8 @@ import train_parity  # noqa: E402
 FIXTURE = "gpt"
 WRAP_CLASS = "GPTBlock"  # the FSDP unit: models.GPT's transformer block
 INPUT = "idx"
+# --model resnet18: torchvision's, its BasicBlock the FSDP unit, input x.
+RESNET_UNIT, RESNET_INPUT = "BasicBlock", "x"
 TARGET = train_parity.TARGET
 # fsdp-run's per-step loss (mean over ranks) must match each reference's to
 # this, relative.
@@ -205,9 +208,43 @@ def allocator_peak(prof):
     return peak
 
 
-def wrap(kind, module, world):
+def is_resnet(kw):
+    return kw.get("model") == "resnet18"
+
+
+def build(kw, batch):
+    """The module and example inputs of one rank's `batch`: the GPT fixture
+    (kw: its sizes), or torchvision's ResNet-18 (kw: model, classes, image);
+    seeded, so every batch size gets the same weights."""
+    if is_resnet(kw):
+        import torchvision
+        torch.manual_seed(0)
+        module = torchvision.models.resnet18(num_classes=kw["classes"])
+        gen = torch.Generator().manual_seed(0)
+        return module, {RESNET_INPUT: torch.randn(batch, 3, kw["image"], kw["image"],
+                                                  generator=gen)}
+    return models.build(FIXTURE, batch=batch, **kw)
+
+
+def unit_class(kw):
+    """The FSDP unit's class, and its name for fsdp-opt --wrap-class."""
+    if is_resnet(kw):
+        import torchvision
+        return torchvision.models.resnet.BasicBlock, RESNET_UNIT
+    return getattr(models, WRAP_CLASS), WRAP_CLASS
+
+
+def model_kw(args):
+    """The model's keywords from the command line (build's kw)."""
+    if getattr(args, "model", "gpt") == "resnet18":
+        return {"model": "resnet18", "classes": args.classes, "image": args.image}
+    return {"d_model": args.d_model, "n_layer": args.n_layer, "n_head": args.n_head,
+            "max_len": args.max_len, "vocab": args.vocab}
+
+
+def wrap(kind, module, world, kw):
     """`module` wrapped as reference `kind`, and the parameters to optimize."""
-    block = getattr(models, WRAP_CLASS)
+    block, _ = unit_class(kw)
     if kind == "ddp":
         # Gloo cannot broadcast bool tensors: leave the (constant, identical
         # on every rank) causal-mask buffers out of DDP's buffer syncs.
@@ -258,16 +295,16 @@ def reference_worker(rank, world, port, kind, model_path, data_path, kw, args, o
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                                       profile_memory=True)
         prof.start()
-    module, _ = models.build(FIXTURE, batch=args.batch, **kw)
+    module, _ = build(kw, args.batch)
     module.load_state_dict(saved.state_dict(), strict=False)
     module.train()
-    model, params = wrap(kind, module, world)
+    model, params = wrap(kind, module, world, kw)
     opt = train_parity.optimizer_for(params, OPTIM)
     time_waits()
     times, waits, losses, peak = [], [], [], None
     for step in range(args.steps):
         # Copies, as fsdp-run's: the step holds its own batch.
-        idx = data[INPUT][step].chunk(world)[rank].clone()
+        idx = data[RESNET_INPUT if is_resnet(kw) else INPUT][step].chunk(world)[rank].clone()
         target = data[TARGET][step].chunk(world)[rank].clone()
         opt.zero_grad(set_to_none=True)
         dist.barrier()
@@ -337,17 +374,17 @@ def schedule_flags(schedule):
 def run_fsdp(world, sharding, schedule, model_path, data_path, args, tmp):
     """fsdp-opt + fsdp-run at `world` ranks: median step ms, sharded state
     bytes and peak bytes (None where the metrics lack them), per-step losses."""
-    plan = os.path.join(tmp, f"gpt{world}.{sharding}.{schedule}.plan")
-    metrics = os.path.join(tmp, f"gpt{world}.{sharding}.{schedule}.jsonl")
+    plan = os.path.join(tmp, f"model{world}.{sharding}.{schedule}.plan")
+    metrics = os.path.join(tmp, f"model{world}.{sharding}.{schedule}.jsonl")
     compile_cmd = [os.path.join(args.bin, "fsdp-opt"), model_path, "--loss", "cross_entropy",
                    "--optimizer", OPTIM.optimizer, "--lr", str(OPTIM.lr),
                    "--world-size", str(world), "--sharding", sharding,
-                   "--auto-wrap", "class", "--wrap-class", WRAP_CLASS,
+                   "--auto-wrap", "class", "--wrap-class", unit_class(model_kw(args))[1],
                    *schedule_flags(schedule)]
     run_cmd = [os.path.join(args.bin, "fsdp-run"), plan, "--model", model_path,
                "--data", data_path, "--steps", str(args.steps), "--metrics", metrics,
                "--threads", str(args.threads), "--nproc", str(world)]
-    memory = os.path.join(tmp, f"gpt{world}.{sharding}.{schedule}.memory.json")
+    memory = os.path.join(tmp, f"model{world}.{sharding}.{schedule}.memory.json")
     subprocess.run(compile_cmd + ["--emit", "plan", "-o", plan,
                                   "--memory-report-json", memory], check=True)
     with open(memory) as f:
@@ -388,10 +425,9 @@ def loss_mismatch(ours, ddp, name="DDP"):
 
 
 def export(kw, batch, path):
-    """Saves the GPT fixture as TorchScript with input and target specs of
-    `batch` (a rank's batch); models.build seeds, so every batch size gets the
-    same weights."""
-    module, inputs = models.build(FIXTURE, batch=batch, **kw)
+    """Saves the model (build's) as TorchScript with input and target specs
+    of `batch` (a rank's batch)."""
+    module, inputs = build(kw, batch)
     module.train()
     with torch.no_grad():
         out = module(*inputs.values())
@@ -403,8 +439,15 @@ def export(kw, batch, path):
 
 
 def write_data(args, path):
-    """--steps random global batches of tokens and next-token targets."""
+    """--steps random global batches of tokens and next-token targets (of
+    images and classes for --model resnet18)."""
     gen = torch.Generator().manual_seed(1)
+    if getattr(args, "model", "gpt") == "resnet18":
+        torch.save({RESNET_INPUT: torch.randn(args.steps, args.batch, 3, args.image, args.image,
+                                              generator=gen),
+                    TARGET: torch.randint(0, args.classes, (args.steps, args.batch),
+                                          generator=gen)}, path)
+        return path
     shape = (args.steps, args.batch, args.max_len)
     torch.save({INPUT: torch.randint(0, args.vocab, shape, generator=gen),
                 TARGET: torch.randint(0, args.vocab, shape, generator=gen)}, path)
@@ -420,6 +463,10 @@ def add_model_args(p):
     p.add_argument("--n-head", type=int, default=4)
     p.add_argument("--max-len", type=int, default=64)
     p.add_argument("--vocab", type=int, default=512)
+    p.add_argument("--model", choices=["gpt", "resnet18"], default="gpt",
+                   help="the GPT fixture (sizes above), or torchvision's ResNet-18")
+    p.add_argument("--image", type=int, default=64, help="ResNet-18's image side")
+    p.add_argument("--classes", type=int, default=10, help="ResNet-18's classes")
     p.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
 
 
@@ -461,14 +508,13 @@ def main():
         if not os.access(os.path.join(args.bin, tool), os.X_OK):
             sys.exit(f"{os.path.join(args.bin, tool)} not found: build the project first "
                      "(or pass --bin)")
-    kw = {"d_model": args.d_model, "n_layer": args.n_layer, "n_head": args.n_head,
-          "max_len": args.max_len, "vocab": args.vocab}
+    kw = model_kw(args)
     names = {r: REFERENCES[r][0].split()[-1] for r in references}  # DDP, FSDP2, FSDP1
 
     with tempfile.TemporaryDirectory() as tmp:
         data_path = write_data(args, os.path.join(tmp, "gpt.data.pt"))
         memory_steps = min(args.warmup, MEMORY_STEPS)
-        print(f"gpt {kw}, global batch {args.batch}, AdamW, {args.threads} thread(s) per rank "
+        print(f"{getattr(args, 'model', 'gpt')} {kw}, global batch {args.batch}, AdamW, {args.threads} thread(s) per rank "
               f"on {os.cpu_count()} cores, median of steps {args.warmup + 1}-{args.steps} "
               "on rank 0" + (f"; references' allocator peaks over steps 1-{memory_steps} "
                              "(torch.profiler)" if references and memory_steps else ""))
