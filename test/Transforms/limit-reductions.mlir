@@ -2,7 +2,8 @@
 // N reductions to be in flight (fsdp.wait_before = the index of the start
 // they precede); fsdp-apply-schedule moves them; fsdp-verify-plan accepts
 // the result.
-// RUN: fsdp-opt %s --fsdp-limit-reductions | FileCheck %s --check-prefix=TWO
+// RUN: fsdp-opt %s --fsdp-limit-reductions=limit=2 | FileCheck %s --check-prefix=TWO
+// RUN: fsdp-opt %s --fsdp-limit-reductions | FileCheck %s --check-prefix=ONE
 // RUN: fsdp-opt %s --fsdp-limit-reductions=limit=1 | FileCheck %s --check-prefix=ONE
 // RUN: fsdp-opt %s --fsdp-limit-reductions=limit=0 | FileCheck %s --check-prefix=NONE
 // RUN: fsdp-opt %s --fsdp-limit-reductions=limit=3 | FileCheck %s --check-prefix=NONE

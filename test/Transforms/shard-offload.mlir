@@ -4,7 +4,7 @@
 // copied to the device before its all-gather, and the reduced gradient
 // shard copied back to the host, where the optimizer updates the shard.
 // With forward prefetch the copy moves with its read and gather.
-// RUN: fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-auto-wrap{policy=modules wrap-module=a},fsdp-shard{world-size=2 offload-params=true},fsdp-optimizer{optimizer=adamw lr=0.1},fsdp-prefetch{backward-prefetch=BACKWARD_PRE forward-prefetch=true},fsdp-limit-all-gathers,fsdp-limit-reductions,fsdp-apply-schedule,fsdp-verify-plan)' | FileCheck %s
+// RUN: fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-auto-wrap{policy=modules wrap-module=a},fsdp-shard{world-size=2 offload-params=true},fsdp-optimizer{optimizer=adamw lr=0.1},fsdp-prefetch{backward-prefetch=BACKWARD_PRE forward-prefetch=true},fsdp-limit-all-gathers,fsdp-limit-reductions{limit=2},fsdp-apply-schedule,fsdp-verify-plan)' | FileCheck %s
 // RUN: not fsdp-opt %s --pass-pipeline='builtin.module(fsdp-append-loss{loss=none},fsdp-autodiff,fsdp-shard{world-size=2 sharding-strategy=OSS offload-params=true})' 2>&1 | FileCheck %s --check-prefix=OSS
 // OSS: error: CPU offload applies to FSDP's strategies, not OSS (its parameters are whole on every rank)
 // Clipping: each host gradient shard's norm is copied to the device, where

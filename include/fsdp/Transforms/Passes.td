@@ -531,7 +531,7 @@ def LimitReductions : Pass<"fsdp-limit-reductions", "mlir::ModuleOp"> {
     reduction starts, in order: reduce-scatters and all-reduces, HYBRID_SHARD's
     replica all-reduces and ignored parameters' all-reduces included), and
     `fsdp-apply-schedule` moves it. FSDP2
-    keeps one reduce-scatter in flight while the next is issued (2, the
+    waits for the previous reduce-scatter before it issues the next (1, the
     default); 0 means no bound.
   }];
   let options = [
