@@ -12,8 +12,8 @@ the GPT fixture (traced, its input specs one rank's batch, --batch / W),
 compiles its training step with fsdp-opt (AdamW, cross-entropy, each
 strategy of --sharding, one FSDP unit per GPTBlock, each schedule of
 --schedules: NO_PREFETCH, BACKWARD_PRE or BACKWARD_POST, +FORWARD for
---forward-prefetch, +NOLIMIT for --limit-all-gathers 0, +R0 / +R1 for
---limit-reductions 0 / 1, +AC for --activation-checkpointing of every
+--forward-prefetch, +NOLIMIT for --limit-all-gathers 0, +R0 / +R1 / +R2
+for --limit-reductions 0 / 1 / 2, +AC for --activation-checkpointing of every
 block, +BF16 for --mixed-precision bf16, +OFFLOAD for --offload-params),
 runs it with `fsdp-run --nproc W`, and trains the same steps with W PyTorch
 processes over Gloo for each reference of --references (the original
@@ -365,6 +365,7 @@ def schedule_flags(schedule):
     for e in extra:
         flags += {"FORWARD": ["--forward-prefetch"], "NOLIMIT": ["--limit-all-gathers", "0"],
                   "R0": ["--limit-reductions", "0"], "R1": ["--limit-reductions", "1"],
+                  "R2": ["--limit-reductions", "2"],
                   "AC": ["--activation-checkpointing"],
                   "BF16": ["--mixed-precision", "bf16"],
                   "OFFLOAD": ["--offload-params"]}[e]
