@@ -32,11 +32,11 @@ def run(cmd, **kw):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, **kw)
 
 
-def peak_rss(cmd):
-    """Peak RSS (MiB) of the largest process `cmd` started, as
-    test/fixtures/peak_rss.py measures it."""
+def peak_rss(cmd, env=None):
+    """Peak RSS (MiB) of the largest process `cmd` started (in `env`, or
+    this one's), as test/fixtures/peak_rss.py measures it."""
     out = tempfile.mktemp()
-    run([PY, os.path.join(FIXTURES, "peak_rss.py"), out, "--"] + cmd)
+    run([PY, os.path.join(FIXTURES, "peak_rss.py"), out, "--"] + cmd, env=env)
     with open(out) as f:
         value = float(f.read())
     os.unlink(out)

@@ -21,22 +21,9 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.join(HERE, "..", "..")
-FIXTURES = os.path.join(ROOT, "test", "fixtures")
-BIN = os.path.join(ROOT, "build", "bin")
-PY = sys.executable
+sys.path.insert(0, os.path.join(HERE, "..", "data"))
 
-
-def run(cmd, **kw):
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, **kw)
-
-
-def peak_rss(cmd, env):
-    """Peak RSS (MiB) of `cmd`, as test/fixtures/peak_rss.py measures it."""
-    with tempfile.NamedTemporaryFile("r", suffix=".rss") as out:
-        run([PY, os.path.join(FIXTURES, "peak_rss.py"), out.name, "--"] + cmd,
-            env=env)
-        return float(out.read())
+from bench_data import BIN, FIXTURES, PY, peak_rss, run  # noqa: E402
 
 
 def summary(metrics):
