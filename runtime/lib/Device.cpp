@@ -1,6 +1,7 @@
 //===- Device.cpp - the device a rank runs on, and its backend ------------===//
 
 #include "fsdp/runtime/Device.h"
+#include "fsdp/runtime/Files.h"
 
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
@@ -20,22 +21,16 @@ const Half *theHalf = nullptr;
 /// Why loading it failed ("" where it did not, or was not tried).
 std::string loadFailure;
 
-const Half *present() { return theHalf; }
-
 const Half &half() {
-  if (const Half *h = present())
-    return *h;
+  if (theHalf)
+    return *theHalf;
   throw Error("this fsdp-run was built without CUDA");
 }
 
 /// Where fsdp-run's CUDA half would be: lib/ beside bin/ (a build
 /// directory, or a copy of bin/ and lib/), else beside the executable.
 std::string halfPath() {
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0)
-    return "";
-  std::string dir(self, static_cast<size_t>(n));
+  std::string dir = selfPath();
   dir = dir.substr(0, dir.rfind('/') + 1);
   for (const std::string &candidate :
        {dir + "../lib/" + kHalfLibrary, dir + kHalfLibrary})
@@ -102,7 +97,7 @@ void loadFor(const std::string &requestedDevice) {
 bool loaded() { return theHalf != nullptr; }
 std::string whyNotLoaded() { return loadFailure; }
 
-bool built() { return present() != nullptr || !halfPath().empty(); }
+bool built() { return loaded() || !halfPath().empty(); }
 void setDevice(c10::Device device) { half().setDevice(device); }
 DeviceMemory memory(c10::Device device) { return half().memory(device); }
 void resetPeaks(c10::Device device) { half().resetPeaks(device); }
@@ -117,18 +112,16 @@ std::unique_ptr<Graph> makeGraph(c10::Device device) {
 } // namespace cuda
 
 std::string ncclVersion() {
-  const cuda::Half *h = cuda::present();
-  return h ? h->ncclVersion() : "";
+  return cuda::loaded() ? cuda::half().ncclVersion() : "";
 }
 
 std::unique_ptr<Communicator> createNcclCommunicator(const RankInfo &info,
                                                      int shardGroupSize,
                                                      c10::Device device) {
-  const cuda::Half *h = cuda::present();
-  if (!h)
+  if (!cuda::loaded())
     throw Error("this fsdp-run was built without NCCL's headers: --backend "
                 "nccl is unavailable (use --backend gloo)");
-  return h->nccl(info, shardGroupSize, device);
+  return cuda::half().nccl(info, shardGroupSize, device);
 }
 
 const char *backendName(Backend backend) {
@@ -138,7 +131,7 @@ const char *backendName(Backend backend) {
 int visibleCudaDevices() {
   // Without the CUDA half, ATen is not asked: it would decide for good
   // that there is no CUDA (loadFor must come first).
-  if (!cuda::present() || !at::hasCUDA())
+  if (!cuda::loaded() || !at::hasCUDA())
     return 0;
   return static_cast<int>(at::detail::getCUDAHooks().deviceCount());
 }
@@ -150,7 +143,7 @@ c10::Device rankDevice(const std::string &requested, const RankInfo &info) {
   if (!cuda::built())
     throw Error("--device cuda: this fsdp-run was built without CUDA "
                 "(no CUDA toolkit headers at build time); use --device cpu");
-  if (!cuda::present())
+  if (!cuda::loaded())
     throw Error("--device cuda: fsdp-run's CUDA half did not load (" +
                 (cuda::whyNotLoaded().empty()
                      ? std::string("not loaded before the rank started")

@@ -98,4 +98,12 @@ void readAt(int fd, const std::string &path, int64_t offset, void *into,
   }
 }
 
+std::string selfPath() {
+  std::vector<char> buffer(4096);
+  ssize_t n = ::readlink("/proc/self/exe", buffer.data(), buffer.size() - 1);
+  if (n <= 0)
+    return "/proc/self/exe";
+  return std::string(buffer.data(), static_cast<size_t>(n));
+}
+
 } // namespace fsdp::runtime

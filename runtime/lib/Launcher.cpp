@@ -2,6 +2,7 @@
 
 #include "fsdp/runtime/Launcher.h"
 #include "fsdp/runtime/Communicator.h"
+#include "fsdp/runtime/Files.h"
 #include "fsdp/runtime/Plan.h"
 #include "fsdp/runtime/Trainer.h"
 
@@ -70,15 +71,6 @@ void forwardSignal(int sig) {
 
 const char *signalName(int sig) {
   return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
-}
-
-/// This executable's own path, so that ranks keep its name in `ps`.
-std::string selfPath() {
-  std::vector<char> buffer(4096);
-  ssize_t n = ::readlink("/proc/self/exe", buffer.data(), buffer.size() - 1);
-  if (n <= 0)
-    return "/proc/self/exe";
-  return std::string(buffer.data(), static_cast<size_t>(n));
 }
 
 /// Before any rank starts: not under a launcher, the plan compiled for

@@ -92,7 +92,7 @@ double Session::step(const Batch &batch) {
   double loss = globalLoss(outputs);
   for (const auto &[name, index] : plan.metrics)
     if (name == plan::kMetricLr && index < (int64_t)outputs.size())
-      lastLr = outputs[index].item<double>();
+      lastLr = outputs[index];
   if (device.is_cuda())
     cuda::synchronize(device);
   lastMs = std::chrono::duration<double, std::milli>(
@@ -155,10 +155,10 @@ double Session::lr() const {
   if (state.count(std::string(plan::kStateLr)))
     return state.at(std::string(plan::kStateLr)).item<double>();
   if (reportsLr(plan)) {
-    if (!lastLr)
+    if (!lastLr.defined())
       throw Error("lr: plan '" + o.plan + "' computes each step's learning "
                   "rate from its schedule; read it after a step");
-    return *lastLr;
+    return lastLr.item<double>();
   }
   if (plan.optimizer.is_object() && plan.optimizer.contains("lr") &&
       plan.optimizer.at("lr").is_number())

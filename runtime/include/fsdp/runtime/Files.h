@@ -40,6 +40,10 @@ void checkFile(const std::string &path, const std::string &what);
 void readAt(int fd, const std::string &path, int64_t offset, void *into,
             int64_t n, const std::string &what);
 
+/// This executable's own path (/proc/self/exe resolved; that name itself
+/// where it cannot be read).
+std::string selfPath();
+
 } // namespace fsdp::runtime
 
 #endif // FSDP_RUNTIME_FILES_H

@@ -99,7 +99,9 @@ private:
   std::unique_ptr<Executor> executor, evalExecutor;
   int64_t stepsTaken = 0;
   double lastMs = 0;
-  std::optional<double> lastLr; // the lr metric of the last step
+  // The lr metric of the last step, read when asked (not on the step's
+  // path: on a GPU a read waits for the device).
+  at::Tensor lastLr;
   std::optional<CheckpointDir> checkpointDir;
 };
 
