@@ -27,13 +27,31 @@ namespace {
 std::atomic<int64_t> liveBytes{0};
 std::atomic<int64_t> peakBytes{0};
 
-/// The wrapped allocator's allocations by address, with their sizes: a
-/// DataPtr's context must be its address (raw_allocate requires it).
+/// Set on a thread whose allocations are not counted (UncountedScope).
+thread_local bool uncountedThread = false;
+
+/// One allocation of the wrapped allocator: its memory, its size, and
+/// whether it counts.
+struct Allocation {
+  c10::DataPtr memory;
+  int64_t bytes = 0;
+  bool counted = true;
+};
+
+/// The wrapped allocator's allocations by address: a DataPtr's context must
+/// be its address (raw_allocate requires it).
 std::mutex allocationsMutex;
-std::unordered_map<void *, std::pair<c10::DataPtr, int64_t>> allocations;
+std::unordered_map<void *, Allocation> allocations;
+
+void raise(int64_t bytes) {
+  int64_t now = liveBytes.fetch_add(bytes) + bytes;
+  int64_t seen = peakBytes.load();
+  while (now > seen && !peakBytes.compare_exchange_weak(seen, now)) {
+  }
+}
 
 void release(void *data) {
-  std::pair<c10::DataPtr, int64_t> allocation;
+  Allocation allocation;
   {
     std::lock_guard<std::mutex> lock(allocationsMutex);
     auto it = allocations.find(data);
@@ -42,7 +60,8 @@ void release(void *data) {
     allocation = std::move(it->second);
     allocations.erase(it);
   }
-  liveBytes.fetch_sub(allocation.second);
+  if (allocation.counted)
+    liveBytes.fetch_sub(allocation.bytes);
   // The wrapped allocator frees it as allocation goes out of scope.
 }
 
@@ -57,14 +76,13 @@ public:
     if (!data)
       return inner; // zero bytes
     int64_t bytes = static_cast<int64_t>(n);
+    bool counted = !uncountedThread;
     {
       std::lock_guard<std::mutex> lock(allocationsMutex);
-      allocations.emplace(data, std::make_pair(std::move(inner), bytes));
+      allocations.emplace(data, Allocation{std::move(inner), bytes, counted});
     }
-    int64_t now = liveBytes.fetch_add(bytes) + bytes;
-    int64_t seen = peakBytes.load();
-    while (now > seen && !peakBytes.compare_exchange_weak(seen, now)) {
-    }
+    if (counted)
+      raise(bytes);
     return c10::DataPtr(data, data, &release, device);
   }
 
@@ -98,3 +116,25 @@ int64_t AllocatorCounter::current() const { return liveBytes.load(); }
 int64_t AllocatorCounter::peak() const { return peakBytes.load(); }
 
 void AllocatorCounter::resetPeak() { peakBytes.store(liveBytes.load()); }
+
+AllocatorCounter::UncountedScope::UncountedScope() : was(uncountedThread) {
+  uncountedThread = true;
+}
+
+AllocatorCounter::UncountedScope::~UncountedScope() { uncountedThread = was; }
+
+void AllocatorCounter::adopt(const at::Tensor &t) {
+  if (!t.defined() || !t.has_storage())
+    return;
+  void *data = t.storage().data_ptr().get();
+  int64_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(allocationsMutex);
+    auto it = allocations.find(data);
+    if (it == allocations.end() || it->second.counted)
+      return;
+    it->second.counted = true;
+    bytes = it->second.bytes;
+  }
+  raise(bytes);
+}

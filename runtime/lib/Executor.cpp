@@ -719,7 +719,7 @@ void Executor::release(int64_t slot) {
   held[slot].clear();
 }
 
-std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
+std::vector<at::Tensor> Executor::run(std::vector<at::Tensor> inputs,
                                       State &state) {
   slots.assign(plan.numSlots, at::Tensor());
   futures.clear();
@@ -738,12 +738,17 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
     count(t, hostState.count(name) > 0);
   peak = live;
   for (size_t i = 0; i < plan.inputs.size(); ++i)
-    set(plan.inputs[i].slot, inputs[i]);
+    set(plan.inputs[i].slot, std::move(inputs[i]));
   startLive = live;
   after.clear();
   during.clear();
+  allocDuring.clear();
   after.reserve(plan.instructions.size());
   during.reserve(plan.instructions.size());
+  // What the allocator holds beyond the live bytes counted here (what the
+  // caller keeps outside the step) is taken off its readings.
+  int64_t allocOffset = allocator ? allocator->current() - live : 0;
+  allocPeak = live;
 
   torch::jit::Stack stack;
   const bool profiling = !profile.empty();
@@ -752,12 +757,18 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
     auto began = profiling ? std::chrono::steady_clock::now()
                            : std::chrono::steady_clock::time_point();
     instructionPeak = live;
+    if (allocator)
+      allocator->resetPeak();
     resultsOnHost = inst.host;
     // The host computes with what was copied to it once it has landed.
     if (copier && inst.host)
       copier->waitForHost();
     std::visit([&](const auto &op) { execute({i, state, stack}, op); },
                inst.op);
+    // A call leaves its results on the stack: they go now, so that the
+    // results the plan frees here are given back here, not at the next
+    // call.
+    stack.clear();
     // What a collective holds in flight counts until its wait frees the
     // future's slot.
     if (std::optional<int64_t> future = collectiveFuture(inst))
@@ -766,6 +777,10 @@ std::vector<at::Tensor> Executor::run(const std::vector<at::Tensor> &inputs,
       release(slot);
     after.push_back(live);
     during.push_back(instructionPeak);
+    if (allocator) {
+      allocDuring.push_back(allocator->peak() - allocOffset);
+      allocPeak = std::max(allocPeak, allocDuring.back());
+    }
     if (profiling)
       profile[i] += std::chrono::duration<double, std::milli>(
                         std::chrono::steady_clock::now() - began)

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace fsdp::runtime {
@@ -65,6 +66,13 @@ public:
       throw Error("a collective failed (did another rank stop?): " +
                   firstLine(e));
     }
+    // Gloo's worker thread lets go of a work (and the work of its tensors)
+    // only after it has woken us: wait for that too, so that the buffers
+    // go back to the allocator when the plan frees them, not whenever the
+    // worker next gets a core.
+    for (auto &work : works)
+      for (int spin = 0; work.use_count() > 1 && spin < 100000; ++spin)
+        std::this_thread::yield();
     return finish();
   }
 

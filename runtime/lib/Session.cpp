@@ -88,7 +88,7 @@ double Session::step(const Batch &batch) {
   if (device.is_cuda())
     cuda::synchronize(device);
   auto start = std::chrono::steady_clock::now();
-  std::vector<at::Tensor> outputs = executor->run(inputs, state);
+  std::vector<at::Tensor> outputs = executor->run(std::move(inputs), state);
   double loss = globalLoss(outputs);
   for (const auto &[name, index] : plan.metrics)
     if (name == plan::kMetricLr && index < (int64_t)outputs.size())

@@ -203,6 +203,10 @@ public:
     std::vector<at::Tensor> batch;
     if (pending.valid() && pendingStep == step) {
       batch = pending.get();
+      // Read on the reader's thread, uncounted: the step that takes it
+      // counts it.
+      for (const at::Tensor &t : batch)
+        AllocatorCounter::adopt(t);
     } else {
       if (pending.valid())
         pending.wait();
@@ -211,8 +215,11 @@ public:
     }
     if (step + 1 < steps) {
       pendingStep = step + 1;
-      pending = std::async(std::launch::async,
-                           [this, next = step + 1] { return read(next); });
+      pending = std::async(std::launch::async, [this, next = step + 1] {
+        // What the read allocates is not the running step's memory.
+        AllocatorCounter::UncountedScope uncounted;
+        return read(next);
+      });
     }
     return batch;
   }
@@ -332,8 +339,10 @@ Training::Training(const RunOptions &o, const RankInfo &info, const Plan &plan,
       throw Error("cannot write metrics file '" + o.metrics + "': " +
                   std::strerror(errno));
   }
-  if (!device.is_cuda())
+  if (!device.is_cuda()) {
     allocator = &AllocatorCounter::install();
+    executor.trackAllocator(*allocator);
+  }
 }
 
 void Training::step(int64_t step, BatchReader &data) {
@@ -358,7 +367,7 @@ void Training::evaluate(int64_t step) {
       std::vector<at::Tensor> inputs;
       for (const InputEntry &input : e.plan.inputs)
         inputs.push_back(e.data->read(input.name, k).to(device));
-      std::vector<at::Tensor> out = e.executor.run(inputs, state);
+      std::vector<at::Tensor> out = e.executor.run(std::move(inputs), state);
       // Each rank's loss is its slice's mean: their mean is the global
       // batch's, as for the training loss.
       sum += comm.allReduce(out.at(0).to(at::kDouble), CommGroup::World,
@@ -407,13 +416,12 @@ StepResult Training::run(int64_t step, BatchReader &data) {
     cuda::synchronize(device); // the step's time starts with its batch
   auto start = std::chrono::steady_clock::now();
   StepResult result;
+  // On a CPU rank the executor reads the allocator itself, instruction by
+  // instruction.
   int64_t allocatedBefore = 0;
   if (device.is_cuda()) {
     cuda::resetPeaks(device);
     allocatedBefore = cuda::memory(device).allocated;
-  } else {
-    allocatedBefore = allocator->current();
-    allocator->resetPeak();
   }
   try {
     bool replayed = graph != nullptr;
@@ -432,8 +440,7 @@ StepResult Training::run(int64_t step, BatchReader &data) {
       result.reservedPeak = memory.reservedPeak;
       reservedPeak = std::max(reservedPeak, result.reservedPeak);
     } else {
-      result.allocatorPeak =
-          allocator->peak() - allocatedBefore + executor.startBytes();
+      result.allocatorPeak = executor.allocatorPeakBytes();
     }
     allocatorPeak = std::max(allocatorPeak, result.allocatorPeak);
     // A scalar first output is the loss: its mean over the ranks, which
@@ -472,7 +479,7 @@ std::vector<at::Tensor> Training::execute(std::vector<at::Tensor> inputs) {
     // Without a graph, or the warm-up step (kernels and libraries load,
     // workspaces are allocated: what capture may not do).
     warmedUp = true;
-    return executor.run(inputs, state);
+    return executor.run(std::move(inputs), state);
   }
   if (graph) {
     for (size_t i = 0; i < inputs.size(); ++i)
@@ -694,6 +701,10 @@ void Training::writeOutputs() {
                             {"start_bytes", executor.startBytes()},
                             {"timeline", executor.liveAfter()},
                             {"instruction_peak", executor.liveDuring()}};
+    // On a CPU rank, what the allocator handed out during each instruction
+    // (live bytes plus kernels' workspaces), on the same scale.
+    if (allocator)
+      timeline["allocator_instruction_peak"] = executor.allocatorDuring();
     std::string text = timeline.dump() + "\n";
     writeFileAtomically(o.memoryTimeline,
                         std::vector<char>(text.begin(), text.end()));

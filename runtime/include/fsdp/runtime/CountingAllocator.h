@@ -2,6 +2,8 @@
 #ifndef FSDP_RUNTIME_COUNTINGALLOCATOR_H
 #define FSDP_RUNTIME_COUNTINGALLOCATOR_H
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 
 namespace fsdp::runtime {
@@ -21,6 +23,24 @@ public:
   int64_t peak() const;
   /// Starts a new peak from the current bytes.
   void resetPeak();
+
+  /// While one lives, what its thread allocates is not counted (the next
+  /// step's batch, read while a step runs: the step's readings stay its
+  /// own) until a tensor holding it is adopted.
+  class UncountedScope {
+  public:
+    UncountedScope();
+    ~UncountedScope();
+    UncountedScope(const UncountedScope &) = delete;
+    UncountedScope &operator=(const UncountedScope &) = delete;
+
+  private:
+    bool was;
+  };
+  /// Counts `t`'s storage from now on, if an uncounted thread allocated it
+  /// (a batch the step takes); nothing otherwise, or where the counting
+  /// allocator is not installed.
+  static void adopt(const at::Tensor &t);
 };
 
 } // namespace fsdp::runtime

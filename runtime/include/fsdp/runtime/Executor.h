@@ -3,6 +3,7 @@
 #define FSDP_RUNTIME_EXECUTOR_H
 
 #include "fsdp/runtime/Communicator.h"
+#include "fsdp/runtime/CountingAllocator.h"
 #include "fsdp/runtime/Device.h"
 #include "fsdp/runtime/OperatorGuards.h"
 #include "fsdp/runtime/Plan.h"
@@ -82,9 +83,10 @@ public:
   explicit Executor(const Plan &plan, Communicator *comm = nullptr);
 
   /// Runs one step on `inputs` (in plan order), updating `state`; returns the
-  /// plan's outputs.
-  std::vector<at::Tensor> run(const std::vector<at::Tensor> &inputs,
-                              State &state);
+  /// plan's outputs. The step holds the inputs from then on, and lets each
+  /// go after its last use, as the memory model has it: a caller that moves
+  /// them in keeps no reference that outlives it.
+  std::vector<at::Tensor> run(std::vector<at::Tensor> inputs, State &state);
 
   /// Peak bytes of live tensors (slots, state, and what collectives hold
   /// in flight) during the last run.
@@ -98,6 +100,17 @@ public:
   int64_t startBytes() const { return startLive; }
   const std::vector<int64_t> &liveAfter() const { return after; }
   const std::vector<int64_t> &liveDuring() const { return during; }
+  /// CPU ranks: reads `counter` (the counting allocator) around every
+  /// instruction from now on, so that each run also reports what the
+  /// allocator handed out, during each instruction and at its peak, on the
+  /// scale of the live bytes (state and batch included).
+  void trackAllocator(AllocatorCounter &counter) { allocator = &counter; }
+  /// The allocator's most bytes during each instruction of the last run
+  /// (empty unless tracked): the live bytes plus what kernels allocated for
+  /// themselves (workspaces) and collectives' own staging.
+  const std::vector<int64_t> &allocatorDuring() const { return allocDuring; }
+  /// The allocator's most bytes in the last run (its start included).
+  int64_t allocatorPeakBytes() const { return allocPeak; }
   /// Bytes of reduced gradients (what the optimizer reads) in the last run.
   int64_t gradientBytes() const { return gradBytes; }
   /// CPU offload: the updates of host state in the last run that took a
@@ -203,6 +216,9 @@ private:
   std::unordered_set<std::string> hostState; // state in host memory (plan's)
   int64_t live = 0, peak = 0, startLive = 0, instructionPeak = 0;
   std::vector<int64_t> after, during;
+  AllocatorCounter *allocator = nullptr;
+  std::vector<int64_t> allocDuring;
+  int64_t allocPeak = 0;
   std::vector<double> profile;
 };
 
