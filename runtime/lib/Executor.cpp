@@ -612,11 +612,19 @@ Executor::Executor(const Plan &plan, Communicator *comm)
 
 void Executor::buildStack(const Call &call, torch::jit::Stack &stack,
                           const std::map<size_t, at::Tensor> &replace) const {
+  stackOf(call, stack, [&](size_t operand, int64_t slot) -> const at::Tensor & {
+    auto it = replace.find(operand);
+    return it != replace.end() ? it->second : slots[slot];
+  });
+}
+
+void Executor::stackOf(
+    const Call &call, torch::jit::Stack &stack,
+    const std::function<const at::Tensor &(size_t, int64_t)> &operandTensor) {
   stack.clear();
   size_t operand = 0;
   auto tensor = [&](int64_t slot) -> const at::Tensor & {
-    auto it = replace.find(operand++);
-    return it != replace.end() ? it->second : slots[slot];
+    return operandTensor(operand++, slot);
   };
   for (size_t a = 0; a < call.argKind.size(); ++a) {
     const std::vector<int64_t> &s = call.argSlots[a];

@@ -12,6 +12,7 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/core/stack.h>
 
+#include <functional>
 #include <map>
 #include <set>
 #include <optional>
@@ -147,6 +148,11 @@ private:
   /// stands in for slots' tensors.
   void buildStack(const Call &call, torch::jit::Stack &stack,
                   const std::map<size_t, at::Tensor> &replace) const;
+  /// The boxed arguments of `call`, each tensor operand from
+  /// `operandTensor(operand index, slot)`.
+  static void
+  stackOf(const Call &call, torch::jit::Stack &stack,
+          const std::function<const at::Tensor &(size_t, int64_t)> &operandTensor);
   /// The tensors a call returned: its schema results, a Tensor[] flattened.
   std::vector<at::Tensor> callResults(size_t i, const inst::Call &inst,
                                       const torch::jit::Stack &stack) const;
