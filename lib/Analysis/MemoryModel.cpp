@@ -315,6 +315,8 @@ struct Storage {
   bool pinned = false;
   /// CPU offload: in host memory, counted apart from the device's bytes.
   bool host = false;
+  /// An aten.constant's: fsdp-run holds it for the whole run.
+  bool constant = false;
 };
 
 /// One ATen call, as the case analysis of its results reads it.
@@ -334,7 +336,8 @@ struct CallSite {
 
 class Simulation {
 public:
-  Simulation(ModuleOp module, func::FuncOp step) : module(module), step(step) {}
+  Simulation(ModuleOp module, func::FuncOp step, bool operandLayouts)
+      : module(module), step(step), operandLayouts(operandLayouts) {}
   FailureOr<MemoryPrediction> run();
 
 private:
@@ -424,7 +427,9 @@ private:
   /// The state, as fsdp-run holds it between steps: one storage per entry.
   llvm::StringMap<int> state;
   llvm::StringMap<Type> stateType;
+  const bool operandLayouts; // record each call's operands (callOperands)
   int64_t live = 0;
+  int64_t constantLive = 0; // of live, constants' bytes
   int64_t hostLive = 0; // CPU offload: bytes live in host memory
   llvm::DenseSet<Value> hostSet; // the step's values in host memory
   std::array<int64_t, kNumMemoryCategories> byCategory{};
@@ -448,6 +453,8 @@ void Simulation::count(int storage) {
     return;
   }
   live += s.bytes;
+  if (s.constant)
+    constantLive += s.bytes;
   byCategory[static_cast<size_t>(s.category)] += s.bytes;
   currentPeak = std::max(currentPeak, live);
   if (live > out.peakBytes) {
@@ -466,6 +473,8 @@ void Simulation::uncount(int storage) {
     return;
   }
   live -= s.bytes;
+  if (s.constant)
+    constantLive -= s.bytes;
   byCategory[static_cast<size_t>(s.category)] -= s.bytes;
 }
 
@@ -782,6 +791,17 @@ Dims resultShape(aten::CallOp op, unsigned r) {
 /// op that returns its input when it can) or has a storage of its own, laid
 /// out as ATen lays it out.
 LogicalResult Simulation::simulate(aten::CallOp op) {
+  if (operandLayouts) {
+    out.callOperands.resize(current + 1);
+    for (Value operand : op.getOperands()) {
+      auto type = cast<ShapedType>(operand.getType());
+      Layout l = layoutOf.lookup(operand);
+      if (l.sizes != ArrayRef<int64_t>(type.getShape()))
+        l = contiguous(type.getShape());
+      out.callOperands[current].push_back(
+          {l.sizes, l.strides, type.getElementType()});
+    }
+  }
   CallSite c;
   c.op = op;
   c.name = op.getOpName();
@@ -1216,6 +1236,9 @@ FailureOr<MemoryPrediction> Simulation::run() {
     int64_t before = out.peakBytes;
     if (failed(simulateOp(op)))
       return failure();
+    // Constants are only ever added during an instruction: these are the
+    // ones live at its peak.
+    out.constantBytes.push_back(constantLive);
     releaseDead(op, terminator);
     if (out.peakBytes > before)
       out.peakOp = &op;
@@ -1331,10 +1354,11 @@ LogicalResult Simulation::simulate(UpdateOp update) {
 
 LogicalResult Simulation::simulate(aten::ConstantOp constant) {
   auto type = cast<RankedTensorType>(constant.getType());
-  define(constant.getResult(),
-         fresh(tensorBytes(type), categoryOf(constant, constant.getResult()),
-               /*pinned=*/true),
-         contiguous(type.getShape()));
+  int storage = fresh(tensorBytes(type),
+                      categoryOf(constant, constant.getResult()),
+                      /*pinned=*/true);
+  storages[storage].constant = true;
+  define(constant.getResult(), storage, contiguous(type.getShape()));
   return success();
 }
 
@@ -1403,8 +1427,13 @@ LogicalResult Simulation::simulate(LocalShardOp local) {
 } // namespace
 
 FailureOr<MemoryPrediction> fsdp::predictMemory(ModuleOp module,
-                                                func::FuncOp step) {
-  return Simulation(module, step).run();
+                                                func::FuncOp step,
+                                                bool operandLayouts) {
+  FailureOr<MemoryPrediction> prediction =
+      Simulation(module, step, operandLayouts).run();
+  if (succeeded(prediction) && operandLayouts)
+    prediction->callOperands.resize(prediction->timeline.size());
+  return prediction;
 }
 
 int64_t fsdp::tensorBytes(Type type) {

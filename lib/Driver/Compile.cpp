@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/Driver/Compile.h"
+#include "fsdp/Driver/Workspaces.h"
 #include "fsdp/Analysis/MemoryModel.h"
 #include "fsdp/Import/Import.h"
 #include "fsdp/Support/Files.h"
@@ -569,6 +570,14 @@ printReports(const CompileOptions &o, ModuleOp module, llvm::StringRef entry,
     FailureOr<MemoryReport> report =
         predictMemoryReport(module, entry, o.machineRates);
     if (failed(report))
+      return failure();
+    if (o.measureWorkspaces &&
+        failed(measureWorkspaces(
+            module, entry, *report,
+            o.workspaceThreads > 0
+                ? o.workspaceThreads
+                : defaultWorkspaceThreads(report->worldSize),
+            kWorkspaceBudgetBytes)))
       return failure();
     memory = std::move(*report);
   }

@@ -148,6 +148,16 @@ void bindReportOptions(Binder &b, CompileOptions &o) {
         "Write the predicted memory as JSON to FILE: peak_bytes, breakdown, "
         "units and the live bytes after every instruction (timeline)",
         "FILE");
+  b.opt("measure-workspaces", o.measureWorkspaces, c,
+        "The memory reports also predict the peak of ATen's CPU allocator "
+        "(fsdp-run's allocator_peak_bytes): each distinct ATen call of the "
+        "step runs once here, on zeros laid out as the step has them, to "
+        "measure what its kernel allocates for itself");
+  b.opt("workspace-threads", o.workspaceThreads, c,
+        "The intra-op threads --measure-workspaces runs kernels at (default: "
+        "what fsdp-run --nproc gives each of --world-size ranks on this "
+        "machine, its cores divided among them)",
+        "N");
   b.opt("machine", o.machine, c,
         "The machine whose rates predict the step time (--memory-report): "
         "cpu, h100, or a file --calibrate wrote",

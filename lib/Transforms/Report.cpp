@@ -274,6 +274,33 @@ void fsdp::printMemoryReport(const MemoryReport &report, raw_ostream &os) {
        << formatBytes(p.breakdown[c]) << "\n";
   os << "before the step (state and batch): " << formatBytes(p.startBytes)
      << "\n";
+  if (const auto &a = report.allocator) {
+    os << "allocator peak " << formatBytes(a->peakBytes) << " ("
+       << a->peakBytes << " bytes) ";
+    if (a->peakInstruction < 0)
+      os << "before the step";
+    else
+      os << "during instruction #" << a->peakInstruction << " (" << a->peakOp
+         << ")";
+    int64_t largest = 0, at = -1;
+    for (auto [i, w] : llvm::enumerate(a->workspace))
+      if (w > largest)
+        largest = w, at = static_cast<int64_t>(i);
+    os << ": live tensors less constants, plus kernels' workspaces measured "
+          "on this CPU at "
+       << a->threads << (a->threads == 1 ? " thread" : " threads") << " ("
+       << a->measured << " calls, " << a->classes << " run";
+    if (at >= 0)
+      os << "; the largest " << formatBytes(largest) << " at #" << at;
+    os << ")\n";
+    if (!a->unmeasured.empty()) {
+      const auto &first = a->unmeasured.front();
+      os << "  not measured: " << a->unmeasured.size()
+         << (a->unmeasured.size() == 1 ? " instruction" : " instructions")
+         << ", the first #" << first.instruction << " (" << first.op
+         << "): " << first.why << "\n";
+    }
+  }
   if (report.evalPeakBytes)
     os << "evaluation step: peak " << formatBytes(*report.evalPeakBytes)
        << " (" << *report.evalPeakBytes << " bytes) during its instruction #"
@@ -347,5 +374,17 @@ void fsdp::writeMemoryReportJSON(const MemoryReport &report,
       {"exposed_seconds", report.time.exposedSeconds},
       {"flops", report.time.flops},
       {"instruction_seconds", llvm::json::Array(report.time.instructionSeconds)}};
+  if (const auto &a = report.allocator) {
+    llvm::json::Array unmeasured;
+    for (const auto &u : a->unmeasured)
+      unmeasured.push_back(llvm::json::Object{
+          {"instruction", u.instruction}, {"op", u.op}, {"why", u.why}});
+    root["allocator_peak_bytes"] = a->peakBytes;
+    root["allocator_peak_instruction"] = a->peakInstruction;
+    root["allocator_instruction_peak"] = llvm::json::Array(a->instructionPeak);
+    root["workspace_bytes"] = llvm::json::Array(a->workspace);
+    root["workspace_threads"] = a->threads;
+    root["workspace_unmeasured"] = std::move(unmeasured);
+  }
   os << llvm::json::Value(std::move(root)) << "\n";
 }

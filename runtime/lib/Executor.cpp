@@ -606,6 +606,66 @@ Executor::Executor(const Plan &plan, Communicator *comm)
   }
 }
 
+int64_t Executor::workspaceBytes(const Plan &plan, size_t i,
+                                 std::vector<at::Tensor> operands) {
+  const Instruction &inst = plan.instructions.at(i);
+  const auto *planned = inst.as<inst::Call>();
+  std::string where =
+      "instruction #" + std::to_string(i) +
+      (planned ? " (" + planned->op + ")" : std::string(" (not a call)"));
+  if (!planned)
+    throw Error(where + ": only a call's workspace can be measured");
+  Call call = prepareCall(i, inst, c10::Device(c10::kCPU));
+  if (operands.size() != call.operands.size())
+    throw Error(where + ": " + std::to_string(operands.size()) +
+                " operands given, the call takes " +
+                std::to_string(call.operands.size()));
+  // As the step runs it: operands eager training has requiring grad
+  // (attention's kernel choice reads it), nothing recorded.
+  std::optional<at::NoGradGuard> noGrad;
+  for (int64_t r : planned->requiresGrad) {
+    operands[r] = operands[r].detach().requires_grad_(true);
+    if (!noGrad)
+      noGrad.emplace();
+  }
+  torch::jit::Stack stack;
+  stackOf(call, stack, [&](size_t operand, int64_t) -> const at::Tensor & {
+    return operands[operand];
+  });
+  AllocatorCounter &counter = AllocatorCounter::install();
+  int64_t before = counter.current();
+  counter.resetPeak();
+  try {
+    if (call.guard)
+      call.guard(stack, where);
+    call.op->callBoxed(stack);
+  } catch (const c10::Error &e) {
+    throw Error(where + ": " + firstLine(e));
+  }
+  int64_t peak = counter.peak();
+  // The results' own storages (not an operand's, each once) are live
+  // tensors, not workspace.
+  std::unordered_set<const void *> seen;
+  for (const at::Tensor &t : operands)
+    if (t.defined() && t.has_storage())
+      seen.insert(t.storage().unsafeGetStorageImpl());
+  int64_t results = 0;
+  auto result = [&](const at::Tensor &t) {
+    if (t.defined() && t.has_storage() &&
+        seen.insert(t.storage().unsafeGetStorageImpl()).second)
+      results += static_cast<int64_t>(t.storage().nbytes());
+  };
+  for (const c10::IValue &v : stack) {
+    if (v.isTensor())
+      result(v.toTensor());
+    else if (v.isTensorList())
+      for (const at::Tensor &t : v.toTensorVector())
+        result(t);
+  }
+  stack.clear();
+  return std::max<int64_t>(0, peak - before - results);
+}
+
 //===----------------------------------------------------------------------===//
 // Running
 //===----------------------------------------------------------------------===//

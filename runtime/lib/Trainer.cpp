@@ -841,6 +841,8 @@ void runRank(const RunOptions &o, const RankInfo &info,
   c10::Device device = rankDevice(o.device, info);
   if (device.is_cuda())
     cuda::setDevice(device);
+  else // before the state and the first batch are allocated: their frees count
+    AllocatorCounter::install();
   if ((plan.device == "cuda") != device.is_cuda() && info.rank == 0)
     printLineToStderr(
         "fsdp-run: warning: plan '" + o.plan + "' was compiled for " +

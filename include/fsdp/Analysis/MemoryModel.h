@@ -34,6 +34,7 @@
 
 #include <array>
 #include <string>
+#include <vector>
 
 namespace fsdp {
 
@@ -82,6 +83,21 @@ struct MemoryPrediction {
   /// Bytes live after each instruction, and the most during it.
   llvm::SmallVector<int64_t> timeline;
   llvm::SmallVector<int64_t> instructionPeak;
+  /// Of instructionPeak, the bytes of the step's constants: fsdp-run builds
+  /// them once, before the first step, so the allocator's view of a step
+  /// (fsdp-run's allocator_peak_bytes) does not count them.
+  llvm::SmallVector<int64_t> constantBytes;
+
+  /// A tensor operand as a kernel receives it.
+  struct OperandLayout {
+    llvm::SmallVector<int64_t> sizes, strides; // strides in elements
+    mlir::Type element;
+  };
+  /// Per instruction, the tensor operands of an ATen call in operand order
+  /// (empty for other instructions): recorded when predictMemory is asked
+  /// to, for running the call's kernel on operands laid out as the step
+  /// has them (measuring its workspace).
+  std::vector<llvm::SmallVector<OperandLayout, 4>> callOperands;
 
   /// The peak while one unit's parameters are gathered (from the
   /// all-gather's start to the free of the gathered buffer), per phase.
@@ -97,8 +113,9 @@ struct MemoryPrediction {
 /// Predicts the memory of `step` (a function of `module` in the form the
 /// plan emitter takes: a single block of fsdp and aten ops) on one rank of
 /// the module's world. Fails with an error at the op it cannot model.
-mlir::FailureOr<MemoryPrediction> predictMemory(mlir::ModuleOp module,
-                                                mlir::func::FuncOp step);
+mlir::FailureOr<MemoryPrediction>
+predictMemory(mlir::ModuleOp module, mlir::func::FuncOp step,
+              bool operandLayouts = false);
 
 } // namespace fsdp
 

@@ -88,6 +88,11 @@ struct CompileOptions {
   bool fsdpReport = false;
   bool memoryReport = false;
   std::string memoryReportJSON;
+  /// --measure-workspaces: the memory reports also predict the allocator's
+  /// peak, with kernels' workspaces measured at --workspace-threads (0:
+  /// what fsdp-run --nproc gives each rank here).
+  bool measureWorkspaces = false;
+  int workspaceThreads = 0;
   /// --machine: whose rates the cost model predicts the step time with;
   /// loaded by resolveOptions.
   std::string machine = "cpu";

@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace fsdp {
 
@@ -48,6 +49,30 @@ struct MemoryReport {
   /// has one).
   std::optional<int64_t> evalPeakBytes;
   int64_t evalPeakInstruction = 0;
+
+  /// What ATen's CPU allocator holds during the step (fsdp-opt
+  /// --measure-workspaces; fsdp-run's allocator_peak_bytes on CPU ranks):
+  /// per instruction, the live bytes less the constants fsdp-run keeps for
+  /// the whole run, plus what its kernel allocates for itself.
+  struct Allocator {
+    int64_t peakBytes = 0;
+    int64_t peakInstruction = -1; // -1: before the first
+    std::string peakOp;
+    llvm::SmallVector<int64_t> instructionPeak;
+    /// Each instruction's workspace (0 where none or not measured).
+    llvm::SmallVector<int64_t> workspace;
+    /// Calls measured, and the distinct ones among them that ran.
+    int64_t measured = 0, classes = 0;
+    int threads = 1;
+    /// Instructions whose workspace was not measured: index, operator and
+    /// why.
+    struct Unmeasured {
+      int64_t instruction;
+      std::string op, why;
+    };
+    std::vector<Unmeasured> unmeasured;
+  };
+  std::optional<Allocator> allocator;
 };
 
 /// Predicts `module`'s step `entry`, its memory and its time on `machine`;

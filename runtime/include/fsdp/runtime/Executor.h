@@ -122,6 +122,16 @@ public:
   /// the schedule did not overlap with compute).
   double commWaitMs() const { return waitMs; }
 
+  /// What call instruction #i of `plan` allocates on the CPU beyond the
+  /// storages of its results: its kernel's workspaces, which a rank's
+  /// allocator holds on top of the live tensors while it runs. Runs the
+  /// call once on `operands` (its tensor operands in operand order, laid
+  /// out as the step has them; what a kernel allocates does not depend on
+  /// their values), counted by the counting allocator, which it installs.
+  /// Throws Error if the call fails.
+  static int64_t workspaceBytes(const Plan &plan, size_t i,
+                                std::vector<at::Tensor> operands);
+
   /// Times every instruction from now on (`fsdp-run --profile`).
   void enableProfiling() { profile.assign(plan.instructions.size(), 0.0); }
   /// Milliseconds spent in each instruction over all runs (empty unless
