@@ -716,7 +716,7 @@ void Executor::stackOf(
 
 std::vector<at::Tensor>
 Executor::callResults(size_t i, const inst::Call &inst,
-                      const torch::jit::Stack &stack) const {
+                      const torch::jit::Stack &stack) {
   std::vector<at::Tensor> results;
   if (inst.listResult) {
     results = stack[0].toTensorList().vec();
@@ -980,11 +980,11 @@ void Executor::execute(const InstContext &c, const inst::Call &planned) {
 /// leaves that require gradients, with the generator's state it ran with
 /// (then the current one back), and one backward through it. Each gradient
 /// is bound contiguous, in a storage of its own, as the memory model has it.
-void Executor::execute(const InstContext &c,
-                       const inst::AutogradBackward &inst) {
-  size_t i = c.i;
-  torch::jit::Stack &stack = c.stack;
-  const Call &call = calls[i];
+std::vector<at::Tensor> Executor::autogradGrads(
+    size_t i, const Call &call, const inst::AutogradBackward &inst,
+    const std::vector<at::Tensor> &operands,
+    const std::vector<at::Tensor> &resultGrads, const at::Tensor &rng,
+    c10::Device device, torch::jit::Stack &stack) {
   auto where = [&] {
     return "instruction #" + std::to_string(i) + " (autograd backward of " +
            inst.op + (inst.loc.empty() ? "" : " in " + inst.loc) + ")";
@@ -992,12 +992,14 @@ void Executor::execute(const InstContext &c,
   std::map<size_t, at::Tensor> replace;
   std::vector<at::Tensor> leaves;
   for (int64_t w : inst.wrt) {
-    const auto &[a, k] = call.operands[w];
-    at::Tensor leaf = slots[call.argSlots[a][k]].detach().requires_grad_(true);
+    at::Tensor leaf = operands[w].detach().requires_grad_(true);
     replace[w] = leaf;
     leaves.push_back(leaf);
   }
-  buildStack(call, stack, replace);
+  stackOf(call, stack, [&](size_t operand, int64_t) -> const at::Tensor & {
+    auto it = replace.find(operand);
+    return it != replace.end() ? it->second : operands[operand];
+  });
   // Written arguments are written into copies (of the leaves: the gradient
   // flows through the copy).
   for (int64_t a : inst.mutates)
@@ -1018,18 +1020,20 @@ void Executor::execute(const InstContext &c,
     if (call.guard)
       call.guard(stack, where());
     if (inst.rng >= 0)
-      setGeneratorState(device, slots[inst.rng]);
+      setGeneratorState(device, rng);
     at::AutoGradMode enable(true);
     call.op->callBoxed(stack);
     restore();
     std::vector<at::Tensor> results = callResults(i, inst, stack);
     checkResultsWithinStorage(results, where);
     std::vector<at::Tensor> outputs, gradOutputs;
-    for (const auto &[r, slot] : inst.resultGrads)
+    for (size_t k = 0; k < inst.resultGrads.size(); ++k) {
+      int64_t r = inst.resultGrads[k].first;
       if (results[r].requires_grad()) {
         outputs.push_back(results[r]);
-        gradOutputs.push_back(slots[slot]);
+        gradOutputs.push_back(resultGrads[k]);
       }
+    }
     if (!outputs.empty())
       grads = torch::autograd::grad(outputs, leaves, gradOutputs,
                                     /*retain_graph=*/false,
@@ -1047,14 +1051,32 @@ void Executor::execute(const InstContext &c,
   }
   stack.clear(); // the recomputation's graph and results
   grads.resize(leaves.size());
-  for (size_t k = 0; k < leaves.size(); ++k) {
+  // Zeros where an operand does not reach the results.
+  for (size_t k = 0; k < leaves.size(); ++k)
+    if (!grads[k].defined())
+      grads[k] = at::zeros_like(leaves[k], at::MemoryFormat::Contiguous);
+  return grads;
+}
+
+void Executor::execute(const InstContext &c,
+                       const inst::AutogradBackward &inst) {
+  size_t i = c.i;
+  const Call &call = calls[i];
+  std::vector<at::Tensor> operands, resultGrads;
+  for (const auto &[a, k] : call.operands)
+    operands.push_back(slots[call.argSlots[a][k]]);
+  for (const auto &[r, slot] : inst.resultGrads)
+    resultGrads.push_back(slots[slot]);
+  std::vector<at::Tensor> grads =
+      autogradGrads(i, call, inst, operands, resultGrads,
+                    inst.rng >= 0 ? slots[inst.rng] : at::Tensor(), device,
+                    c.stack);
+  for (size_t k = 0; k < grads.size(); ++k) {
     at::Tensor g = grads[k];
-    if (!g.defined())
-      g = at::zeros_like(leaves[k], at::MemoryFormat::Contiguous);
-    else if (!g.is_contiguous() || g.storage_offset() != 0 ||
-             static_cast<int64_t>(g.storage().nbytes()) !=
-                 static_cast<int64_t>(g.nbytes()) ||
-             storages.count(g.storage().unsafeGetStorageImpl()))
+    if (!g.is_contiguous() || g.storage_offset() != 0 ||
+        static_cast<int64_t>(g.storage().nbytes()) !=
+            static_cast<int64_t>(g.nbytes()) ||
+        storages.count(g.storage().unsafeGetStorageImpl()))
       g = g.clone(at::MemoryFormat::Contiguous);
     set(inst.results[k], g.detach());
   }

@@ -164,8 +164,20 @@ private:
   stackOf(const Call &call, torch::jit::Stack &stack,
           const std::function<const at::Tensor &(size_t, int64_t)> &operandTensor);
   /// The tensors a call returned: its schema results, a Tensor[] flattened.
-  std::vector<at::Tensor> callResults(size_t i, const inst::Call &inst,
-                                      const torch::jit::Stack &stack) const;
+  static std::vector<at::Tensor> callResults(size_t i, const inst::Call &inst,
+                                             const torch::jit::Stack &stack);
+  /// autograd_backward #i's gradients (of `inst.wrt`, in order; zeros where
+  /// an operand does not reach the results), by libtorch's autograd: the
+  /// call on `operands` (the wrt ones as leaves requiring grad), run with
+  /// the generator state `rng` where the plan recorded one (the current
+  /// state is put back), and one backward from `resultGrads` (by
+  /// inst.resultGrads' order). `stack` is the stack calls reuse.
+  static std::vector<at::Tensor>
+  autogradGrads(size_t i, const Call &call, const inst::AutogradBackward &inst,
+                const std::vector<at::Tensor> &operands,
+                const std::vector<at::Tensor> &resultGrads,
+                const at::Tensor &rng, c10::Device device,
+                torch::jit::Stack &stack);
   /// A call as the plan has it (Call or AutogradBackward, instruction
   /// #i), resolved and checked against the operator's schema.
   static Call prepareCall(size_t i, const Instruction &inst,
