@@ -609,17 +609,57 @@ Executor::Executor(const Plan &plan, Communicator *comm)
 int64_t Executor::workspaceBytes(const Plan &plan, size_t i,
                                  std::vector<at::Tensor> operands) {
   const Instruction &inst = plan.instructions.at(i);
-  const auto *planned = inst.as<inst::Call>();
+  const inst::Call *planned = inst.call();
+  const auto *backward = inst.as<inst::AutogradBackward>();
   std::string where =
       "instruction #" + std::to_string(i) +
       (planned ? " (" + planned->op + ")" : std::string(" (not a call)"));
   if (!planned)
     throw Error(where + ": only a call's workspace can be measured");
   Call call = prepareCall(i, inst, c10::Device(c10::kCPU));
-  if (operands.size() != call.operands.size())
+  size_t expected = call.operands.size() +
+                    (backward ? backward->resultGrads.size() : 0);
+  if (operands.size() != expected)
     throw Error(where + ": " + std::to_string(operands.size()) +
-                " operands given, the call takes " +
-                std::to_string(call.operands.size()));
+                " operands given, the instruction takes " +
+                std::to_string(expected));
+  // The operands' storages, each once: what a result holds beyond them is
+  // a live tensor, not workspace.
+  std::unordered_set<const void *> seen;
+  for (const at::Tensor &t : operands)
+    if (t.defined() && t.has_storage())
+      seen.insert(t.storage().unsafeGetStorageImpl());
+  int64_t results = 0;
+  auto result = [&](const at::Tensor &t) {
+    if (t.defined() && t.has_storage() &&
+        seen.insert(t.storage().unsafeGetStorageImpl()).second)
+      results += static_cast<int64_t>(t.storage().nbytes());
+  };
+  AllocatorCounter &counter = AllocatorCounter::install();
+  if (backward) {
+    // As the executor runs it: the recomputation, one backward, and each
+    // gradient contiguous in a storage of its own.
+    std::vector<at::Tensor> resultGrads(operands.begin() +
+                                            call.operands.size(),
+                                        operands.end());
+    operands.resize(call.operands.size());
+    at::Tensor rng = backward->rng >= 0 ? generatorState(c10::kCPU)
+                                        : at::Tensor();
+    torch::jit::Stack stack;
+    int64_t before = counter.current();
+    counter.resetPeak();
+    std::vector<at::Tensor> grads = autogradGrads(
+        i, call, *backward, operands, resultGrads, rng, c10::kCPU, stack);
+    for (at::Tensor &g : grads) {
+      if (!g.is_contiguous() || g.storage_offset() != 0 ||
+          static_cast<int64_t>(g.storage().nbytes()) !=
+              static_cast<int64_t>(g.nbytes()) ||
+          seen.count(g.storage().unsafeGetStorageImpl()))
+        g = g.clone(at::MemoryFormat::Contiguous);
+      result(g);
+    }
+    return std::max<int64_t>(0, counter.peak() - before - results);
+  }
   // As the step runs it: operands eager training has requiring grad
   // (attention's kernel choice reads it), nothing recorded.
   std::optional<at::NoGradGuard> noGrad;
@@ -632,7 +672,6 @@ int64_t Executor::workspaceBytes(const Plan &plan, size_t i,
   stackOf(call, stack, [&](size_t operand, int64_t) -> const at::Tensor & {
     return operands[operand];
   });
-  AllocatorCounter &counter = AllocatorCounter::install();
   int64_t before = counter.current();
   counter.resetPeak();
   try {
@@ -643,18 +682,6 @@ int64_t Executor::workspaceBytes(const Plan &plan, size_t i,
     throw Error(where + ": " + firstLine(e));
   }
   int64_t peak = counter.peak();
-  // The results' own storages (not an operand's, each once) are live
-  // tensors, not workspace.
-  std::unordered_set<const void *> seen;
-  for (const at::Tensor &t : operands)
-    if (t.defined() && t.has_storage())
-      seen.insert(t.storage().unsafeGetStorageImpl());
-  int64_t results = 0;
-  auto result = [&](const at::Tensor &t) {
-    if (t.defined() && t.has_storage() &&
-        seen.insert(t.storage().unsafeGetStorageImpl()).second)
-      results += static_cast<int64_t>(t.storage().nbytes());
-  };
   for (const c10::IValue &v : stack) {
     if (v.isTensor())
       result(v.toTensor());
@@ -1072,7 +1099,8 @@ void Executor::execute(const InstContext &c,
                     inst.rng >= 0 ? slots[inst.rng] : at::Tensor(), device,
                     c.stack);
   for (size_t k = 0; k < grads.size(); ++k) {
-    at::Tensor g = grads[k];
+    // Taken from the vector: a strided gradient goes as its copy is made.
+    at::Tensor g = std::move(grads[k]);
     if (!g.is_contiguous() || g.storage_offset() != 0 ||
         static_cast<int64_t>(g.storage().nbytes()) !=
             static_cast<int64_t>(g.nbytes()) ||
