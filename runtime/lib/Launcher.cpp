@@ -223,17 +223,6 @@ void LocalRanks::start(const std::string &exe, std::vector<std::string> &args,
   }
 }
 
-/// The intra-op threads of each of `nproc` ranks on this machine: the cores
-/// this process may run on (its affinity, as a container or taskset limits
-/// it) divided among them, at least 1.
-int threadsPerRank(int64_t nproc) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  int cores = ::sched_getaffinity(0, sizeof(set), &set) == 0
-                  ? CPU_COUNT(&set)
-                  : static_cast<int>(std::thread::hardware_concurrency());
-  return std::max<int>(1, cores / static_cast<int>(std::max<int64_t>(nproc, 1)));
-}
 
 /// In the child: becomes rank `r`.
 void LocalRanks::execRank(int64_t r, const std::string &exe,
@@ -409,6 +398,18 @@ int LocalRanks::outcome() {
 }
 
 } // namespace
+
+/// The intra-op threads of each of `nproc` ranks on this machine: the cores
+/// this process may run on (its affinity, as a container or taskset limits
+/// it) divided among them, at least 1.
+int threadsPerRank(int64_t nproc) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cores = ::sched_getaffinity(0, sizeof(set), &set) == 0
+                  ? CPU_COUNT(&set)
+                  : static_cast<int>(std::thread::hardware_concurrency());
+  return std::max<int>(1, cores / static_cast<int>(std::max<int64_t>(nproc, 1)));
+}
 
 int launchLocalRanks(const RunOptions &o, int argc, char **argv) {
   checkLaunch(o);

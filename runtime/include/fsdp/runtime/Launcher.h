@@ -21,6 +21,11 @@ namespace fsdp::runtime {
 /// launcher. Under a launcher (RANK or SLURM_PROCID set) it is an error.
 int launchLocalRanks(const RunOptions &o, int argc, char **argv);
 
+/// The intra-op threads `--nproc N` gives each of its `nproc` ranks on this
+/// machine: the cores this process may run on (its affinity, as a container
+/// or taskset limits it) divided among them, at least 1.
+int threadsPerRank(int64_t nproc);
+
 } // namespace fsdp::runtime
 
 #endif // FSDP_RUNTIME_LAUNCHER_H
