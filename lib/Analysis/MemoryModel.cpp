@@ -376,6 +376,9 @@ private:
   LogicalResult simulate(LocalShardOp local);
   LogicalResult defineView(Value result, Value buffer);
   void freshResults(Operation *op);
+  /// With operandLayouts: the current instruction's kernel operands as
+  /// laid out.
+  void recordOperands(ValueRange operands);
   void copyToOtherMemory(Operation *op);
   void releaseDead(Operation &op, Operation *terminator);
   void collectUnits();
@@ -429,12 +432,12 @@ private:
   llvm::StringMap<Type> stateType;
   const bool operandLayouts; // record each call's operands (callOperands)
   int64_t live = 0;
-  int64_t constantLive = 0; // of live, constants' bytes
+  int64_t constantLive = 0; // constants' bytes live, in either memory
   int64_t hostLive = 0; // CPU offload: bytes live in host memory
   llvm::DenseSet<Value> hostSet; // the step's values in host memory
   std::array<int64_t, kNumMemoryCategories> byCategory{};
   int64_t current = -1; // the instruction being simulated
-  int64_t currentPeak = 0;
+  int64_t currentPeak = 0, currentHostPeak = 0;
   MemoryPrediction out;
   int64_t worldSize = 1, shardGroupSize = 1;
   // NCCL's collectives (fsdp.backend): a reduction writes its result into
@@ -447,14 +450,15 @@ void Simulation::count(int storage) {
   Storage &s = storages[storage];
   if (s.refs++ > 0)
     return;
+  if (s.constant)
+    constantLive += s.bytes;
   if (s.host) {
     hostLive += s.bytes;
     out.hostPeakBytes = std::max(out.hostPeakBytes, hostLive);
+    currentHostPeak = std::max(currentHostPeak, hostLive);
     return;
   }
   live += s.bytes;
-  if (s.constant)
-    constantLive += s.bytes;
   byCategory[static_cast<size_t>(s.category)] += s.bytes;
   currentPeak = std::max(currentPeak, live);
   if (live > out.peakBytes) {
@@ -468,13 +472,13 @@ void Simulation::uncount(int storage) {
   Storage &s = storages[storage];
   if (--s.refs > 0)
     return;
+  if (s.constant)
+    constantLive -= s.bytes;
   if (s.host) {
     hostLive -= s.bytes;
     return;
   }
   live -= s.bytes;
-  if (s.constant)
-    constantLive -= s.bytes;
   byCategory[static_cast<size_t>(s.category)] -= s.bytes;
 }
 
@@ -790,18 +794,22 @@ Dims resultShape(aten::CallOp op, unsigned r) {
 /// The results of a call: each shares an operand's storage (a view, or an
 /// op that returns its input when it can) or has a storage of its own, laid
 /// out as ATen lays it out.
-LogicalResult Simulation::simulate(aten::CallOp op) {
-  if (operandLayouts) {
-    out.callOperands.resize(current + 1);
-    for (Value operand : op.getOperands()) {
-      auto type = cast<ShapedType>(operand.getType());
-      Layout l = layoutOf.lookup(operand);
-      if (l.sizes != ArrayRef<int64_t>(type.getShape()))
-        l = contiguous(type.getShape());
-      out.callOperands[current].push_back(
-          {l.sizes, l.strides, type.getElementType()});
-    }
+void Simulation::recordOperands(ValueRange operands) {
+  if (!operandLayouts)
+    return;
+  out.callOperands.resize(current + 1);
+  for (Value operand : operands) {
+    auto type = cast<ShapedType>(operand.getType());
+    Layout l = layoutOf.lookup(operand);
+    if (l.sizes != ArrayRef<int64_t>(type.getShape()))
+      l = contiguous(type.getShape());
+    out.callOperands[current].push_back(
+        {l.sizes, l.strides, type.getElementType()});
   }
+}
+
+LogicalResult Simulation::simulate(aten::CallOp op) {
+  recordOperands(op.getOperands());
   CallSite c;
   c.op = op;
   c.name = op.getOpName();
@@ -1224,6 +1232,7 @@ FailureOr<MemoryPrediction> Simulation::run() {
   declareState();
   declareInputs(body);
   out.startBytes = live;
+  out.hostStartBytes = hostLive;
   out.peakBytes = live;
   out.breakdown = byCategory;
 
@@ -1233,12 +1242,14 @@ FailureOr<MemoryPrediction> Simulation::run() {
       break;
     ++current;
     currentPeak = live;
+    currentHostPeak = hostLive;
     int64_t before = out.peakBytes;
     if (failed(simulateOp(op)))
       return failure();
     // Constants are only ever added during an instruction: these are the
     // ones live at its peak.
     out.constantBytes.push_back(constantLive);
+    out.hostInstructionPeak.push_back(currentHostPeak);
     releaseDead(op, terminator);
     if (out.peakBytes > before)
       out.peakOp = &op;
@@ -1253,8 +1264,16 @@ LogicalResult Simulation::simulateOp(Operation &op) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
       .Case<GetOp, UpdateOp, aten::ConstantOp, aten::CallOp>(
           [&](auto kindOp) { return simulate(kindOp); })
-      .Case<aten::RngStateOp, aten::AutogradBackwardOp>([&](Operation *other) {
-        freshResults(other);
+      .Case([&](aten::RngStateOp rng) {
+        freshResults(rng);
+        return success();
+      })
+      .Case([&](aten::AutogradBackwardOp backward) {
+        // The generator state it replays is not the kernel's operand.
+        SmallVector<Value> operands(backward.getInputs());
+        llvm::append_range(operands, backward.getResultGrads());
+        recordOperands(operands);
+        freshResults(backward);
         return success();
       })
       .Case([](aten::SetRngStateOp) {
@@ -1338,6 +1357,19 @@ LogicalResult Simulation::simulate(UpdateOp update) {
   if (it == state.end())
     return notHeldState(update, "writes", update.getName());
   Type type = stateType.lookup(update.getName());
+  Storage &old = storages[it->second];
+  if (old.host && old.refs == 1) {
+    // CPU offload: fsdp-run copies the new value into the state's own
+    // buffer, which nothing else holds (pinned on a GPU); mixed
+    // precision's widened copy lives only during the copy.
+    if (update.getValue().getType() != type) {
+      int widened = fresh(tensorBytes(type), MemoryCategory::State);
+      storages[widened].host = true;
+      count(widened);
+      uncount(widened);
+    }
+    return success();
+  }
   // Mixed precision: a value in the compute type, widened into a new
   // tensor of the state's type.
   int next = update.getValue().getType() == type

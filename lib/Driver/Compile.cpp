@@ -9,6 +9,7 @@
 
 #include "fsdp/Driver/Compile.h"
 #include "fsdp/Driver/Workspaces.h"
+#include "fsdp/runtime/Launcher.h"
 #include "fsdp/Analysis/MemoryModel.h"
 #include "fsdp/Import/Import.h"
 #include "fsdp/Support/Files.h"
@@ -576,7 +577,7 @@ printReports(const CompileOptions &o, ModuleOp module, llvm::StringRef entry,
             module, entry, *report,
             o.workspaceThreads > 0
                 ? o.workspaceThreads
-                : defaultWorkspaceThreads(report->worldSize),
+                : runtime::threadsPerRank(report->worldSize),
             kWorkspaceBudgetBytes)))
       return failure();
     memory = std::move(*report);

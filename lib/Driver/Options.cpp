@@ -151,7 +151,7 @@ void bindReportOptions(Binder &b, CompileOptions &o) {
   b.opt("measure-workspaces", o.measureWorkspaces, c,
         "The memory reports also predict the peak of ATen's CPU allocator "
         "(fsdp-run's allocator_peak_bytes): each distinct ATen call of the "
-        "step runs once here, on zeros laid out as the step has them, to "
+        "step runs once here, on operands laid out as the step has them, to "
         "measure what its kernel allocates for itself");
   b.opt("workspace-threads", o.workspaceThreads, c,
         "The intra-op threads --measure-workspaces runs kernels at (default: "

@@ -14,9 +14,11 @@
 
 #include "fsdp/Driver/Workspaces.h"
 #include "fsdp/Analysis/MemoryModel.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 #include "fsdp/Target/Plan/PlanEmitter.h"
 
 #include "fsdp/runtime/Executor.h"
+#include "fsdp/runtime/Launcher.h"
 #include "fsdp/runtime/Plan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -27,7 +29,6 @@
 
 #include <algorithm>
 #include <map>
-#include <thread>
 
 using namespace mlir;
 using namespace fsdp;
@@ -44,10 +45,12 @@ struct ThreadCount {
   int saved;
 };
 
-/// What identifies a call's kernel run: the operator, its arguments with
-/// the operands' slots left out, and the operands' layouts.
-std::string classKey(const rt::inst::Call &call,
+/// What identifies a call's kernel run (or an autograd_backward's): the
+/// operator, its arguments with the operands' slots left out, and the
+/// operands' layouts.
+std::string classKey(const rt::Instruction &inst,
                      ArrayRef<MemoryPrediction::OperandLayout> operands) {
+  const rt::inst::Call &call = *inst.call();
   std::string key = call.op;
   for (const nlohmann::json &arg : call.args)
     key += "|" + ((arg.contains("t") || arg.contains("tl") ||
@@ -65,6 +68,14 @@ std::string classKey(const rt::inst::Call &call,
   }
   for (int64_t r : call.requiresGrad)
     key += "|g" + std::to_string(r);
+  if (const auto *backward = inst.as<rt::inst::AutogradBackward>()) {
+    key += "|backward";
+    for (int64_t w : backward->wrt)
+      key += "|w" + std::to_string(w);
+    for (const auto &[r, slot] : backward->resultGrads)
+      key += "|r" + std::to_string(r);
+    key += backward->rng >= 0 ? "|rng" : "";
+  }
   return key;
 }
 
@@ -79,13 +90,35 @@ int64_t extent(const MemoryPrediction::OperandLayout &l) {
   return last + 1;
 }
 
-} // namespace
-
-int driver::defaultWorkspaceThreads(int64_t worldSize) {
-  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  return static_cast<int>(
-      std::max<int64_t>(1, cores / std::max<int64_t>(1, worldSize)));
+/// fsdp-run's Gloo all-reduce (runtime/lib/Gloo.cpp) beyond what the plan
+/// holds: at the wait, the summed shard, alive while it is gathered. (At
+/// the start, the zeros that pad the input and a strided input's
+/// contiguous copy are gone before the output buffer is taken, which is
+/// larger.)
+void stagingOfGlooAllReduces(const rt::Plan &plan,
+                             SmallVectorImpl<int64_t> &workspace) {
+  std::map<int64_t, int64_t> groupByFuture;
+  for (size_t i = 0; i < plan.instructions.size(); ++i) {
+    const rt::Instruction &inst = plan.instructions[i];
+    if (const auto *reduce = inst.as<rt::inst::AllReduce>()) {
+      groupByFuture[reduce->result] =
+          reduce->group == rt::CommGroup::World ? plan.worldSize
+          : reduce->group == rt::CommGroup::Shard
+              ? plan.shardGroupSize
+              : plan.worldSize / plan.shardGroupSize;
+    } else if (const auto *wait = inst.as<rt::inst::Wait>()) {
+      auto it = groupByFuture.find(wait->future);
+      if (it == groupByFuture.end() || it->second <= 1)
+        continue;
+      int64_t n = it->second;
+      int64_t padded = (wait->type.numel() + n - 1) / n * n;
+      workspace[i] = padded / n *
+                     static_cast<int64_t>(c10::elementSize(wait->type.dtype));
+    }
+  }
 }
+
+} // namespace
 
 LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
                                         MemoryReport &report, int threads,
@@ -116,6 +149,15 @@ LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
            << plan->instructions.size() << " instructions, the memory model "
            << n;
 
+  if (plan->device != "cpu" ||
+      (module->hasAttr(kBackendAttr) &&
+       cast<StringAttr>(module->getAttr(kBackendAttr)).getValue() == "nccl"))
+    return module.emitError(
+        "--measure-workspaces predicts the CPU allocator of ranks that run "
+        "over Gloo: this step is compiled for ")
+           << (plan->device != "cpu" ? "--device " + plan->device
+                                     : std::string("--backend nccl"));
+
   MemoryReport::Allocator a;
   a.threads = threads;
   a.workspace.assign(n, 0);
@@ -123,17 +165,12 @@ LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
   std::map<std::string, std::variant<int64_t, std::string>> measured;
   for (size_t i = 0; i < n; ++i) {
     const rt::Instruction &inst = plan->instructions[i];
-    if (const auto *backward = inst.as<rt::inst::AutogradBackward>()) {
-      a.unmeasured.push_back({static_cast<int64_t>(i), backward->op,
-                              "libtorch's autograd runs it"});
-      continue;
-    }
-    const auto *call = inst.as<rt::inst::Call>();
+    const rt::inst::Call *call = inst.call(); // autograd_backward's too
     if (!call)
       continue; // no kernel of its own
     ++a.measured;
     const auto &operands = layouts->callOperands[i];
-    std::string key = classKey(*call, operands);
+    std::string key = classKey(inst, operands);
     auto found = measured.find(key);
     if (found == measured.end()) {
       std::variant<int64_t, std::string> result;
@@ -145,16 +182,28 @@ LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
                  " bytes, more than the " + std::to_string(budgetBytes) +
                  " measured";
       } else {
-        try {
-          std::vector<at::Tensor> tensors;
-          for (const auto &l : operands)
-            tensors.push_back(
-                at::zeros({extent(l)}, rt::parseDtype(dtypeName(l.element)))
-                    .as_strided(l.sizes, l.strides));
-          result = rt::Executor::workspaceBytes(*plan, i, std::move(tensors));
-          ++a.classes;
-        } catch (const std::exception &e) {
-          result = std::string("it failed on zeros: ") + e.what();
+        // Zeros first; where a kernel refuses them (istft's window must
+        // overlap-add to more than zero), floating-point operands of ones
+        // (indices stay zeros, which every index range holds).
+        for (double fill : {0.0, 1.0}) {
+          try {
+            std::vector<at::Tensor> tensors;
+            for (const auto &l : operands) {
+              at::ScalarType dtype = rt::parseDtype(dtypeName(l.element));
+              at::Tensor t = at::zeros({extent(l)}, dtype);
+              if (fill != 0 && (at::isFloatingType(dtype) ||
+                                at::isComplexType(dtype)))
+                t.fill_(fill);
+              tensors.push_back(t.as_strided(l.sizes, l.strides));
+            }
+            result =
+                rt::Executor::workspaceBytes(*plan, i, std::move(tensors));
+            ++a.classes;
+            break;
+          } catch (const std::exception &e) {
+            result = std::string("it failed on zeros and on ones: ") +
+                     e.what();
+          }
         }
       }
       found = measured.emplace(std::move(key), std::move(result)).first;
@@ -166,11 +215,16 @@ LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
                               std::get<std::string>(found->second)});
   }
 
+  stagingOfGlooAllReduces(*plan, a.workspace);
+
   a.peakBytes = p.startBytes;
   a.instructionPeak.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    a.instructionPeak[i] =
-        p.instructionPeak[i] - p.constantBytes[i] + a.workspace[i];
+    // On a CPU rank, host memory (CPU offload's) is the same allocator's:
+    // what it holds beyond the step's start counts too.
+    a.instructionPeak[i] = p.instructionPeak[i] - p.constantBytes[i] +
+                           a.workspace[i] + p.hostInstructionPeak[i] -
+                           p.hostStartBytes;
     if (a.instructionPeak[i] > a.peakBytes) {
       a.peakBytes = a.instructionPeak[i];
       a.peakInstruction = static_cast<int64_t>(i);

@@ -80,12 +80,17 @@ struct MemoryPrediction {
   /// (offloaded state, gradient shards copied back, the optimizer's
   /// temporaries); the other fields count device memory only.
   int64_t hostPeakBytes = 0;
+  /// CPU offload: host bytes live before the first instruction, and the
+  /// most during each.
+  int64_t hostStartBytes = 0;
+  llvm::SmallVector<int64_t> hostInstructionPeak;
   /// Bytes live after each instruction, and the most during it.
   llvm::SmallVector<int64_t> timeline;
   llvm::SmallVector<int64_t> instructionPeak;
-  /// Of instructionPeak, the bytes of the step's constants: fsdp-run builds
-  /// them once, before the first step, so the allocator's view of a step
-  /// (fsdp-run's allocator_peak_bytes) does not count them.
+  /// The bytes of the step's constants live at each instruction's peak (in
+  /// either memory, with CPU offload): fsdp-run builds them once, before
+  /// the first step, so the allocator's view of a step (fsdp-run's
+  /// allocator_peak_bytes) does not count them.
   llvm::SmallVector<int64_t> constantBytes;
 
   /// A tensor operand as a kernel receives it.
@@ -94,7 +99,8 @@ struct MemoryPrediction {
     mlir::Type element;
   };
   /// Per instruction, the tensor operands of an ATen call in operand order
-  /// (empty for other instructions): recorded when predictMemory is asked
+  /// (of an autograd_backward, its call's then the results' gradients;
+  /// empty for other instructions): recorded when predictMemory is asked
   /// to, for running the call's kernel on operands laid out as the step
   /// has them (measuring its workspace).
   std::vector<llvm::SmallVector<OperandLayout, 4>> callOperands;

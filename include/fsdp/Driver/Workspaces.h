@@ -19,18 +19,15 @@ namespace fsdp::driver {
 /// run it (what the compiler's process allocates for one measurement).
 constexpr int64_t kWorkspaceBudgetBytes = int64_t(256) << 20;
 
-/// The threads fsdp-run --nproc gives each of `worldSize` local ranks on
-/// this machine by default: its cores divided among them, at least one.
-int defaultWorkspaceThreads(int64_t worldSize);
-
-/// Sets `report.allocator`: runs each distinct ATen call of `module`'s step
-/// `entry` once (at `threads` intra-op threads, on zero-filled operands laid
-/// out as the step has them; a call whose operands hold more than
-/// `budgetBytes` is not run, and is listed as not measured, as is one that
-/// fails on zeros or that libtorch's autograd differentiates) and adds
-/// each instruction's workspace to the live bytes, less the constants
-/// fsdp-run keeps for the whole run. Fails with a diagnostic where the
-/// step cannot be emitted as a plan.
+/// Sets `report.allocator`: runs each distinct ATen call (and
+/// autograd_backward) of `module`'s step `entry` once, at `threads`
+/// intra-op threads, on operands laid out as the step has them (zeros, or
+/// floating-point ones where a kernel refuses zeros; a call whose operands
+/// hold more than `budgetBytes`, or that fails on both, is listed as not
+/// measured), and adds each instruction's workspace, and Gloo's staging of
+/// an all-reduce, to the live bytes, less the constants fsdp-run keeps for
+/// the whole run. Fails with a diagnostic where the step is compiled for a
+/// GPU or cannot be emitted as a plan.
 mlir::LogicalResult measureWorkspaces(mlir::ModuleOp module,
                                       llvm::StringRef entry,
                                       MemoryReport &report, int threads,
