@@ -203,10 +203,13 @@ private:
   /// ncclAvg (FSDP2's ReduceOp.AVG) scales each contribution before the
   /// sum: a sum that would overflow where the mean does not cannot.
   static at::Tensor sumChunks(const at::Tensor &received, int n, bool mean) {
-    // Nothing to add (a zero-size unit): no kernel, which would allocate
-    // its scalar operand's tensor for nothing.
-    if (received.numel() == 0)
-      return at::empty({0}, received.options());
+    // Nothing to add (a zero-size unit): an empty shard, and no kernel,
+    // which would allocate its scalar operand's tensor for nothing.
+    if (received.numel() == 0) {
+      std::vector<int64_t> shard = received.sizes().vec();
+      shard[0] /= n;
+      return at::empty(shard, received.options());
+    }
     if (mean)
       received.div_(n);
     std::vector<at::Tensor> chunks = received.chunk(n);
