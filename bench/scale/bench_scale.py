@@ -51,7 +51,9 @@ storages to set beside them), and the allocator peak: what ATen's CPU
 allocator had handed out at the step's peak, the largest over ranks
 (fsdp-run's allocator_peak_bytes: the state and batch the step begins with
 plus the most the allocator handed out beyond what it had at the step's
-start). The references' is measured with torch.profiler
+start), with fsdp-opt's prediction of it before (--measure-workspaces at
+--threads: kernels' workspaces measured by running each distinct call
+once). The references' is measured with torch.profiler
 (profile_memory=True), running from before the model is built through
 the first min(--warmup, 2) steps (warm-up steps, left out of the medians),
 with c10's FLAGS_caffe2_report_cpu_memory_usage set meanwhile (through
@@ -387,7 +389,9 @@ def run_fsdp(world, sharding, schedule, model_path, data_path, args, tmp):
                "--threads", str(args.threads), "--nproc", str(world)]
     memory = os.path.join(tmp, f"model{world}.{sharding}.{schedule}.memory.json")
     subprocess.run(compile_cmd + ["--emit", "plan", "-o", plan,
-                                  "--memory-report-json", memory], check=True)
+                                  "--memory-report-json", memory,
+                                  "--measure-workspaces", "--workspace-threads",
+                                  str(args.threads)], check=True)
     with open(memory) as f:
         report = json.load(f)
     predicted = report["peak_bytes"]
@@ -410,6 +414,7 @@ def run_fsdp(world, sharding, schedule, model_path, data_path, args, tmp):
             "predicted_host_bytes": predicted_host,
             "host_bytes": summary.get("host_peak_bytes", 0),
             "allocator_bytes": summary.get("allocator_peak_bytes"),
+            "predicted_allocator_bytes": report["allocator_peak_bytes"],
             "read_bytes": summary.get("model_bytes_read"),
             "losses": [m["loss"] for m in steps]}
 
@@ -522,9 +527,10 @@ def main():
         print("\n| ranks | trainer | strategy | schedule | step ms | comm wait ms | "
               + "".join(f"ratio vs {names[r]} | " for r in references)
               + "sharded state MiB/rank | fsdp-opt predicted peak MiB/rank | peak MiB/rank | "
-              "predicted = measured | allocator peak MiB/rank | model MiB read/rank |")
+              "predicted = measured | fsdp-opt predicted allocator peak MiB/rank | "
+              "allocator peak MiB/rank | model MiB read/rank |")
         print("|---:|---|---|---|---:|---:|" + "---:|" * len(references)
-              + "---:|---:|---:|---|---:|---:|")
+              + "---:|---:|---:|---|---:|---:|---:|")
         notes = []
         for w in ranks:
             # fsdp-opt's input specs are one rank's batch; the data holds all ranks'.
@@ -540,7 +546,7 @@ def main():
                 ref = refs.get(r, {})
                 print(f"| {w} | {name} | {strategy} | {schedule} | {ms(ref.get('step_ms'))} | "
                       f"{ms(ref.get('wait_ms'))} | " + "| " * len(references)
-                      + f"{mib(ref.get('state_bytes'))} | n/a | n/a | n/a | "
+                      + f"{mib(ref.get('state_bytes'))} | n/a | n/a | n/a | n/a | "
                       f"{mib(ref.get('allocator_bytes'))} | {mib(ref.get('loaded_bytes'))} |",
                       flush=True)
             for sharding, schedule in [(s, c) for s in args.sharding.split(",")
@@ -565,6 +571,7 @@ def main():
                       f"{ms(ours.get('wait_ms'))} | {ratios}"
                       f"{mib(ours.get('sharded_bytes'))} | {mib(ours.get('predicted_bytes'))} | "
                       f"{mib(ours.get('peak_bytes'))} | {equal} | "
+                      f"{mib(ours.get('predicted_allocator_bytes'))} | "
                       f"{mib(ours.get('allocator_bytes'))} | {mib(ours.get('read_bytes'))} |",
                       flush=True)
     for note in notes:
