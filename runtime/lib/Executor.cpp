@@ -606,6 +606,18 @@ Executor::Executor(const Plan &plan, Communicator *comm)
   }
 }
 
+/// An autograd_backward's gradient as the plan binds it: contiguous, in a
+/// storage of its own (a copy where it is strided, a view into a larger
+/// storage, or `shared`: in a storage a live value holds).
+static at::Tensor boundGradient(at::Tensor g, bool shared) {
+  if (!g.is_contiguous() || g.storage_offset() != 0 ||
+      static_cast<int64_t>(g.storage().nbytes()) !=
+          static_cast<int64_t>(g.nbytes()) ||
+      shared)
+    return g.clone(at::MemoryFormat::Contiguous);
+  return g;
+}
+
 int64_t Executor::workspaceBytes(const Plan &plan, size_t i,
                                  std::vector<at::Tensor> operands) {
   const Instruction &inst = plan.instructions.at(i);
@@ -651,11 +663,8 @@ int64_t Executor::workspaceBytes(const Plan &plan, size_t i,
     std::vector<at::Tensor> grads = autogradGrads(
         i, call, *backward, operands, resultGrads, rng, c10::kCPU, stack);
     for (at::Tensor &g : grads) {
-      if (!g.is_contiguous() || g.storage_offset() != 0 ||
-          static_cast<int64_t>(g.storage().nbytes()) !=
-              static_cast<int64_t>(g.nbytes()) ||
-          seen.count(g.storage().unsafeGetStorageImpl()))
-        g = g.clone(at::MemoryFormat::Contiguous);
+      bool shared = seen.count(g.storage().unsafeGetStorageImpl()) > 0;
+      g = boundGradient(std::move(g), shared);
       result(g);
     }
     return std::max<int64_t>(0, counter.peak() - before - results);
@@ -1100,13 +1109,8 @@ void Executor::execute(const InstContext &c,
                     c.stack);
   for (size_t k = 0; k < grads.size(); ++k) {
     // Taken from the vector: a strided gradient goes as its copy is made.
-    at::Tensor g = std::move(grads[k]);
-    if (!g.is_contiguous() || g.storage_offset() != 0 ||
-        static_cast<int64_t>(g.storage().nbytes()) !=
-            static_cast<int64_t>(g.nbytes()) ||
-        storages.count(g.storage().unsafeGetStorageImpl()))
-      g = g.clone(at::MemoryFormat::Contiguous);
-    set(inst.results[k], g.detach());
+    bool shared = storages.count(grads[k].storage().unsafeGetStorageImpl());
+    set(inst.results[k], boundGradient(std::move(grads[k]), shared).detach());
   }
 }
 
