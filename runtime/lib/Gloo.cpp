@@ -9,6 +9,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif
 
+#include <chrono>
 #include <cstdlib>
 #include <functional>
 #include <string>
@@ -67,11 +68,13 @@ public:
                   firstLine(e));
     }
     // Gloo's worker thread lets go of a work (and the work of its tensors)
-    // only after it has woken us: wait for that too, so that the buffers
-    // go back to the allocator when the plan frees them, not whenever the
-    // worker next gets a core.
+    // only after it has woken us: wait for that too (a moment at most), so
+    // that the buffers go back to the allocator when the plan frees them,
+    // not whenever the worker next gets a core.
+    auto until =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
     for (auto &work : works)
-      for (int spin = 0; work.use_count() > 1 && spin < 100000; ++spin)
+      while (work.use_count() > 1 && std::chrono::steady_clock::now() < until)
         std::this_thread::yield();
     return finish();
   }
