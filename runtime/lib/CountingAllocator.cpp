@@ -7,9 +7,15 @@
 #include <torch/version.h>
 
 #include <atomic>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 using namespace fsdp::runtime;
 
@@ -137,4 +143,21 @@ void AllocatorCounter::adopt(const at::Tensor &t) {
     bytes = it->second.bytes;
   }
   raise(bytes);
+}
+
+bool fsdp::runtime::keepFreedHostMemory() {
+#ifdef __GLIBC__
+  const char *tunables = std::getenv("GLIBC_TUNABLES");
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") ||
+      std::getenv("MALLOC_TRIM_THRESHOLD_") ||
+      (tunables && std::strstr(tunables, "glibc.malloc.")))
+    return false;
+  // glibc refuses an mmap threshold above HEAP_MAX_SIZE / 2 (32 MiB on a
+  // 64-bit machine); larger blocks are mapped and unmapped every time.
+  bool mmap = mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1;
+  bool trim = mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1;
+  return mmap && trim;
+#else
+  return false;
+#endif
 }

@@ -24,6 +24,7 @@
 
 #include "fsdp/runtime/Checkpoint.h"
 #include "fsdp/runtime/Communicator.h"
+#include "fsdp/runtime/CountingAllocator.h"
 #include "fsdp/runtime/Launcher.h"
 #include "fsdp/runtime/Plan.h"
 #include "fsdp/runtime/RunOptions.h"
@@ -265,6 +266,8 @@ int main(int argc, char **argv) {
   if (!std::getenv("TORCH_CPP_LOG_LEVEL"))
     FLAGS_caffe2_log_level = 2; // ERROR
   RunOptions o = parseArgs(argc, argv);
+  // A step allocates the sizes the last one freed: malloc keeps them.
+  (void)keepFreedHostMemory();
   // CUDA, only for a GPU run (the launcher of local ranks checks the GPUs
   // before it starts them), and before anything asks ATen about it.
   if (!o.printPlan)
