@@ -32,6 +32,11 @@ namespace fsdp::runtime {
 
 namespace {
 
+/// Rounds per figure, of which the median: a shared machine's neighbours
+/// move single rounds by 2x (5 rounds left the collective rate varying 2x
+/// between calibrations).
+constexpr int kRounds = 15;
+
 struct Calibration {
   Communicator &comm;
   c10::Device device;
@@ -54,7 +59,7 @@ struct Calibration {
     fn();
     sync();
     std::vector<double> rounds;
-    for (int round = 0; round < 5; ++round) {
+    for (int round = 0; round < kRounds; ++round) {
       barrier();
       auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < reps; ++i)
@@ -188,8 +193,9 @@ int calibrateMachine(const RunOptions &o, const RankInfo &info,
     host = host.pin_memory();
   double copy = c.perCall(20, [&] { (void)host.to(device, false, true); });
 
-  // Collectives: an all-gather of a small shard (its latency) and of a
-  // 4 MiB buffer (its bandwidth); then the large one beside products.
+  // Collectives: an all-gather of a small shard (its latency), and an
+  // all-gather and a reduce-scatter of a 4 MiB buffer (their bandwidth);
+  // then the all-gather beside products.
   double latency = 0, bandwidth = 0, overlap = 0;
   if (world > 1) {
     at::Tensor small = at::randn({64}, options);
@@ -198,9 +204,16 @@ int calibrateMachine(const RunOptions &o, const RankInfo &info,
         20, [&] { (void)comm->allGather(small, CommGroup::World)->wait(); });
     double gatherBig = c.perCall(
         10, [&] { (void)comm->allGather(shard, CommGroup::World)->wait(); });
+    // A step reduce-scatters what it gathers: the rate is both's, each
+    // moving the same bytes (Gloo's reduce-scatter also sums and pads).
+    at::Tensor full = at::randn({big / world * world}, options);
+    double scatterBig = c.perCall(10, [&] {
+      (void)comm->reduceScatter(full, CommGroup::World, /*mean=*/true)->wait();
+    });
     double moved = 4.0 * (big / world) * (world - 1);
     latency = gatherSmall;
-    bandwidth = moved / std::max(gatherBig - gatherSmall, 1e-9);
+    bandwidth = 2 * moved /
+                std::max(gatherBig + scatterBig - 2 * gatherSmall, 1e-9);
     // How much of it runs beside computation: products for as long as the
     // gather takes, with the gather in flight.
     int products = std::max(1, static_cast<int>(gatherBig / mm));
