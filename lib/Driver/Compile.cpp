@@ -572,13 +572,13 @@ printReports(const CompileOptions &o, ModuleOp module, llvm::StringRef entry,
         predictMemoryReport(module, entry, o.machineRates);
     if (failed(report))
       return failure();
-    if (o.measureWorkspaces &&
+    if ((o.measureWorkspaces || o.measureKernels) &&
         failed(measureWorkspaces(
             module, entry, *report,
             o.workspaceThreads > 0
                 ? o.workspaceThreads
                 : runtime::threadsPerRank(report->worldSize),
-            kWorkspaceBudgetBytes)))
+            kWorkspaceBudgetBytes, o.measureKernels)))
       return failure();
     memory = std::move(*report);
   }

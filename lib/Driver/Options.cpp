@@ -153,8 +153,13 @@ void bindReportOptions(Binder &b, CompileOptions &o) {
         "(fsdp-run's allocator_peak_bytes): each distinct ATen call of the "
         "step runs once here, on operands laid out as the step has them, to "
         "measure what its kernel allocates for itself");
+  b.opt("measure-kernels", o.measureKernels, c,
+        "The memory reports' step time takes each ATen call's time measured "
+        "here (each distinct call run as --measure-workspaces runs it, which "
+        "this implies, then timed) in place of the machine's rates");
   b.opt("workspace-threads", o.workspaceThreads, c,
-        "The intra-op threads --measure-workspaces runs kernels at (default: "
+        "The intra-op threads --measure-workspaces and --measure-kernels run "
+        "kernels at (default: "
         "what fsdp-run --nproc gives each of --world-size ranks on this "
         "machine, its cores divided among them)",
         "N");

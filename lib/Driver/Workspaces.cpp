@@ -1,4 +1,4 @@
-//===- Workspaces.cpp - fsdp-opt --measure-workspaces ---------------------===//
+//===- Workspaces.cpp - fsdp-opt --measure-workspaces, --measure-kernels -===//
 //
 // What ATen's CPU allocator holds during a step beyond the live tensors is
 // what kernels allocate for themselves: oneDNN's reordered weights and
@@ -7,16 +7,26 @@
 // operands' sizes, strides and dtypes, the machine's instruction set and
 // the thread count, so it is measured rather than derived: each distinct
 // call of the step (operator, constant arguments, operands' layouts) runs
-// once here, on zero-filled operands laid out as the memory model has them,
-// through fsdp-run's own executor code and counted by its allocator.
+// once here, on operands laid out as the memory model has them (zeros, or
+// floating-point ones where a kernel refuses zeros), through fsdp-run's own
+// executor code and counted by its allocator.
+//
+// With --measure-kernels each distinct call then runs five more times,
+// timed, and the cost model takes the median in place of what the
+// machine's rates estimate for it: a kernel's time depends on its shapes,
+// its instruction set's path (a transcendental element-wise function, a
+// convolution's backward, a strided copy) and its allocations, which a
+// few rates describe only roughly.
 //
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/Driver/Workspaces.h"
+#include "fsdp/Analysis/CostModel.h"
 #include "fsdp/Analysis/MemoryModel.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 #include "fsdp/Target/Plan/PlanEmitter.h"
 
+#include "fsdp/runtime/CountingAllocator.h"
 #include "fsdp/runtime/Executor.h"
 #include "fsdp/runtime/Launcher.h"
 #include "fsdp/runtime/Plan.h"
@@ -24,17 +34,28 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/zeros.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <variant>
+#include <vector>
 
 using namespace mlir;
 using namespace fsdp;
 namespace rt = fsdp::runtime;
 
 namespace {
+
+/// Operands of fewer bytes than this are timed warm (in a core's cache), as
+/// a step's small activations are when the next instruction reads them.
+constexpr int64_t kWarmOperandBytes = int64_t(1) << 20;
+/// What evicts the larger ones from the caches before a timed run.
+constexpr int64_t kEvictBytes = int64_t(64) << 20;
 
 /// Restores the intra-op thread count when it goes.
 struct ThreadCount {
@@ -122,7 +143,7 @@ void stagingOfGlooAllReduces(const rt::Plan &plan,
 
 LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
                                         MemoryReport &report, int threads,
-                                        int64_t budgetBytes) {
+                                        int64_t budgetBytes, bool kernels) {
   auto func = module.lookupSymbol<func::FuncOp>(entry);
   if (!func)
     return module.emitError("no function @") << entry << " to measure";
@@ -153,8 +174,11 @@ LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
       (module->hasAttr(kBackendAttr) &&
        cast<StringAttr>(module->getAttr(kBackendAttr)).getValue() == "nccl"))
     return module.emitError(
-        "--measure-workspaces predicts the CPU allocator of ranks that run "
-        "over Gloo: this step is compiled for ")
+               kernels ? "--measure-kernels times this machine's CPU kernels "
+                         "for ranks that run over Gloo: this step is compiled "
+                         "for "
+                       : "--measure-workspaces predicts the CPU allocator of "
+                         "ranks that run over Gloo: this step is compiled for ")
            << (plan->device != "cpu" ? "--device " + plan->device
                                      : std::string("--backend nccl"));
 
@@ -162,7 +186,19 @@ LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
   a.threads = threads;
   a.workspace.assign(n, 0);
   ThreadCount count(threads);
-  std::map<std::string, std::variant<int64_t, std::string>> measured;
+  // Timed as fsdp-run runs them: with malloc keeping what a call frees.
+  if (kernels)
+    (void)rt::keepFreedHostMemory();
+  const int timedRuns = kernels ? 5 : 0;
+  // Read through before a timed run whose operands should be cold (read,
+  // not written: written lines would be written back during the run): more
+  // than the last-level cache of the machines measured (32 MiB here).
+  at::Tensor evict = kernels ? at::ones({kEvictBytes / 4}, at::kFloat)
+                             : at::Tensor();
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(0);
+  std::vector<double> kernelSeconds(n, -1.0);
+  std::map<std::string, std::variant<rt::Executor::CallMeasurement, std::string>>
+      measured;
   for (size_t i = 0; i < n; ++i) {
     const rt::Instruction &inst = plan->instructions[i];
     const rt::inst::Call *call = inst.call(); // autograd_backward's too
@@ -173,7 +209,7 @@ LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
     std::string key = classKey(inst, operands);
     auto found = measured.find(key);
     if (found == measured.end()) {
-      std::variant<int64_t, std::string> result;
+      std::variant<rt::Executor::CallMeasurement, std::string> result;
       int64_t bytes = 0;
       for (const auto &l : operands)
         bytes += extent(l) * (tensorBytes(RankedTensorType::get({1}, l.element)));
@@ -184,33 +220,52 @@ LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
       } else {
         // Zeros first; where a kernel refuses them (istft's window must
         // overlap-add to more than zero), floating-point operands of ones
-        // (indices stay zeros, which every index range holds).
-        for (double fill : {0.0, 1.0}) {
+        // (indices stay zeros, which every index range holds). Timed, on
+        // values drawn from [0.5, 1) first: on zeros some kernels take a
+        // slow path (sqrt's is 7 times slower) that training never does.
+        enum class Fill { Random, Zeros, Ones };
+        SmallVector<Fill, 3> fills = {Fill::Zeros, Fill::Ones};
+        if (kernels)
+          fills.insert(fills.begin(), Fill::Random);
+        // Operands larger than a core's cache come from memory in a step
+        // (the optimizer's state, the activations saved for the backward):
+        // the timed runs find them there too.
+        std::function<void()> cold;
+        if (kernels && bytes >= kWarmOperandBytes)
+          cold = [&] { (void)evict.sum(); };
+        for (Fill fill : fills) {
           try {
             std::vector<at::Tensor> tensors;
             for (const auto &l : operands) {
               at::ScalarType dtype = rt::parseDtype(dtypeName(l.element));
               at::Tensor t = at::zeros({extent(l)}, dtype);
-              if (fill != 0 && (at::isFloatingType(dtype) ||
-                                at::isComplexType(dtype)))
-                t.fill_(fill);
+              bool real = at::isFloatingType(dtype) || at::isComplexType(dtype);
+              if (real && fill == Fill::Ones)
+                t.fill_(1.0);
+              else if (real && fill == Fill::Random)
+                t.uniform_(0.5, 1.0, generator);
               tensors.push_back(t.as_strided(l.sizes, l.strides));
             }
-            result =
-                rt::Executor::workspaceBytes(*plan, i, std::move(tensors));
+            result = rt::Executor::measureCall(*plan, i, std::move(tensors),
+                                               timedRuns, cold);
             ++a.classes;
             break;
           } catch (const std::exception &e) {
-            result = std::string("it failed on zeros and on ones: ") +
+            result = std::string(kernels ? "it failed on values from [0.5, "
+                                           "1), on zeros and on ones: "
+                                         : "it failed on zeros and on ones: ") +
                      e.what();
           }
         }
       }
       found = measured.emplace(std::move(key), std::move(result)).first;
     }
-    if (const auto *bytes = std::get_if<int64_t>(&found->second))
-      a.workspace[i] = *bytes;
-    else
+    if (const auto *m =
+            std::get_if<rt::Executor::CallMeasurement>(&found->second)) {
+      a.workspace[i] = m->workspaceBytes;
+      if (kernels)
+        kernelSeconds[i] = m->seconds;
+    } else
       a.unmeasured.push_back({static_cast<int64_t>(i), call->op,
                               std::get<std::string>(found->second)});
   }
@@ -235,5 +290,12 @@ LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
     a.peakOp = inst.call() ? inst.call()->op : "no kernel";
   }
   report.allocator = std::move(a);
+  if (kernels) {
+    FailureOr<TimePrediction> time =
+        predictTime(module, func, report.machine, kernelSeconds);
+    if (failed(time))
+      return failure();
+    report.time = std::move(*time);
+  }
   return success();
 }

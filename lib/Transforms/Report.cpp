@@ -332,7 +332,10 @@ void fsdp::printMemoryReport(const MemoryReport &report, raw_ostream &os) {
      << " sharing it): computation " << formatSeconds(t.computeSeconds)
      << ", collectives " << formatSeconds(t.collectiveSeconds) << " of which "
      << formatSeconds(t.exposedSeconds) << " not overlapped; "
-     << llvm::format("%.3f", t.flops / 1e9) << " GFLOP\n";
+     << llvm::format("%.3f", t.flops / 1e9) << " GFLOP";
+  if (t.measuredCalls > 0)
+    os << "; " << t.measuredCalls << " calls timed here";
+  os << "\n";
 }
 
 void fsdp::writeMemoryReportJSON(const MemoryReport &report,
@@ -375,6 +378,8 @@ void fsdp::writeMemoryReportJSON(const MemoryReport &report,
       {"collective_seconds", report.time.collectiveSeconds},
       {"exposed_seconds", report.time.exposedSeconds},
       {"flops", report.time.flops},
+      {"loss_seconds", report.time.lossSeconds},
+      {"measured_calls", report.time.measuredCalls},
       {"instruction_seconds", llvm::json::Array(report.time.instructionSeconds)}};
   if (const auto &a = report.allocator) {
     llvm::json::Array unmeasured;

@@ -16,6 +16,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <cerrno>
 #include <cstring>
 #include <sys/stat.h>
@@ -618,8 +620,10 @@ static at::Tensor boundGradient(at::Tensor g, bool shared) {
   return g;
 }
 
-int64_t Executor::workspaceBytes(const Plan &plan, size_t i,
-                                 std::vector<at::Tensor> operands) {
+Executor::CallMeasurement
+Executor::measureCall(const Plan &plan, size_t i,
+                      std::vector<at::Tensor> operands, int timedRuns,
+                      const std::function<void()> &beforeTimedRun) {
   const Instruction &inst = plan.instructions.at(i);
   const inst::Call *planned = inst.call();
   const auto *backward = inst.as<inst::AutogradBackward>();
@@ -627,7 +631,7 @@ int64_t Executor::workspaceBytes(const Plan &plan, size_t i,
       "instruction #" + std::to_string(i) +
       (planned ? " (" + planned->op + ")" : std::string(" (not a call)"));
   if (!planned)
-    throw Error(where + ": only a call's workspace can be measured");
+    throw Error(where + ": only a call can be measured");
   Call call = prepareCall(i, inst, c10::Device(c10::kCPU));
   size_t expected = call.operands.size() +
                     (backward ? backward->resultGrads.size() : 0);
@@ -641,65 +645,95 @@ int64_t Executor::workspaceBytes(const Plan &plan, size_t i,
   for (const at::Tensor &t : operands)
     if (t.defined() && t.has_storage())
       seen.insert(t.storage().unsafeGetStorageImpl());
-  int64_t results = 0;
-  auto result = [&](const at::Tensor &t) {
-    if (t.defined() && t.has_storage() &&
-        seen.insert(t.storage().unsafeGetStorageImpl()).second)
-      results += static_cast<int64_t>(t.storage().nbytes());
-  };
   AllocatorCounter &counter = AllocatorCounter::install();
+  // One run: what it allocates beyond its results' storages.
+  std::function<int64_t()> run;
+  std::vector<at::Tensor> resultGrads;
+  at::Tensor rng;
+  std::optional<at::NoGradGuard> noGrad;
   if (backward) {
     // As the executor runs it: the recomputation, one backward, and each
     // gradient contiguous in a storage of its own.
-    std::vector<at::Tensor> resultGrads(operands.begin() +
-                                            call.operands.size(),
-                                        operands.end());
+    resultGrads.assign(operands.begin() + call.operands.size(), operands.end());
     operands.resize(call.operands.size());
-    at::Tensor rng = backward->rng >= 0 ? generatorState(c10::kCPU)
-                                        : at::Tensor();
-    torch::jit::Stack stack;
-    int64_t before = counter.current();
-    counter.resetPeak();
-    std::vector<at::Tensor> grads = autogradGrads(
-        i, call, *backward, operands, resultGrads, rng, c10::kCPU, stack);
-    for (at::Tensor &g : grads) {
-      bool shared = seen.count(g.storage().unsafeGetStorageImpl()) > 0;
-      g = boundGradient(std::move(g), shared);
-      result(g);
+    if (backward->rng >= 0)
+      rng = generatorState(c10::kCPU);
+    run = [&] {
+      std::unordered_set<const void *> stored = seen;
+      int64_t results = 0;
+      torch::jit::Stack stack;
+      int64_t before = counter.current();
+      counter.resetPeak();
+      std::vector<at::Tensor> grads = autogradGrads(
+          i, call, *backward, operands, resultGrads, rng, c10::kCPU, stack);
+      for (at::Tensor &g : grads) {
+        bool shared = stored.count(g.storage().unsafeGetStorageImpl()) > 0;
+        g = boundGradient(std::move(g), shared);
+        if (stored.insert(g.storage().unsafeGetStorageImpl()).second)
+          results += static_cast<int64_t>(g.storage().nbytes());
+      }
+      return std::max<int64_t>(0, counter.peak() - before - results);
+    };
+  } else {
+    // As the step runs it: operands eager training has requiring grad
+    // (attention's kernel choice reads it), nothing recorded.
+    for (int64_t r : planned->requiresGrad) {
+      operands[r] = operands[r].detach().requires_grad_(true);
+      if (!noGrad)
+        noGrad.emplace();
     }
-    return std::max<int64_t>(0, counter.peak() - before - results);
+    run = [&] {
+      std::unordered_set<const void *> stored = seen;
+      int64_t results = 0;
+      auto result = [&](const at::Tensor &t) {
+        if (t.defined() && t.has_storage() &&
+            stored.insert(t.storage().unsafeGetStorageImpl()).second)
+          results += static_cast<int64_t>(t.storage().nbytes());
+      };
+      torch::jit::Stack stack;
+      stackOf(call, stack, [&](size_t operand, int64_t) -> const at::Tensor & {
+        return operands[operand];
+      });
+      int64_t before = counter.current();
+      counter.resetPeak();
+      try {
+        if (call.guard)
+          call.guard(stack, where);
+        call.op->callBoxed(stack);
+      } catch (const c10::Error &e) {
+        throw Error(where + ": " + firstLine(e));
+      }
+      int64_t peak = counter.peak();
+      for (const c10::IValue &v : stack) {
+        if (v.isTensor())
+          result(v.toTensor());
+        else if (v.isTensorList())
+          for (const at::Tensor &t : v.toTensorVector())
+            result(t);
+      }
+      stack.clear();
+      return std::max<int64_t>(0, peak - before - results);
+    };
   }
-  // As the step runs it: operands eager training has requiring grad
-  // (attention's kernel choice reads it), nothing recorded.
-  std::optional<at::NoGradGuard> noGrad;
-  for (int64_t r : planned->requiresGrad) {
-    operands[r] = operands[r].detach().requires_grad_(true);
-    if (!noGrad)
-      noGrad.emplace();
+  CallMeasurement out;
+  out.workspaceBytes = run();
+  // The results of each timed run are freed inside it, as a step frees
+  // what it no longer reads: its allocations come from what malloc keeps.
+  std::vector<double> times;
+  for (int k = 0; k < timedRuns; ++k) {
+    if (beforeTimedRun)
+      beforeTimedRun();
+    auto start = std::chrono::steady_clock::now();
+    (void)run();
+    times.push_back(std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - start)
+                        .count());
   }
-  torch::jit::Stack stack;
-  stackOf(call, stack, [&](size_t operand, int64_t) -> const at::Tensor & {
-    return operands[operand];
-  });
-  int64_t before = counter.current();
-  counter.resetPeak();
-  try {
-    if (call.guard)
-      call.guard(stack, where);
-    call.op->callBoxed(stack);
-  } catch (const c10::Error &e) {
-    throw Error(where + ": " + firstLine(e));
+  if (!times.empty()) {
+    std::sort(times.begin(), times.end());
+    out.seconds = times[times.size() / 2];
   }
-  int64_t peak = counter.peak();
-  for (const c10::IValue &v : stack) {
-    if (v.isTensor())
-      result(v.toTensor());
-    else if (v.isTensorList())
-      for (const at::Tensor &t : v.toTensorVector())
-        result(t);
-  }
-  stack.clear();
-  return std::max<int64_t>(0, peak - before - results);
+  return out;
 }
 
 //===----------------------------------------------------------------------===//

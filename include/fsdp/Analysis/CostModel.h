@@ -17,6 +17,12 @@
 // its collective is done. CPU offload's copies move their bytes at the
 // copy rate.
 //
+// Where the step returns a loss (a 0-d floating-point first result), the
+// step as fsdp-run times it ends with the ranks' losses all-reduced: one
+// more collective, which the computation waits for. Where a call's time
+// was measured on this machine (fsdp-opt --measure-kernels), the measured
+// time replaces the rates' estimate.
+//
 // The rates come from a machine file (`fsdp-run --calibrate`, keys in
 // fsdp/runtime/MachineSchema.h) or a built-in machine (`cpu`, `h100`).
 //
@@ -26,6 +32,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <string>
@@ -66,16 +73,26 @@ struct TimePrediction {
   double computeSeconds = 0, collectiveSeconds = 0, exposedSeconds = 0;
   /// Floating-point operations of the matrix products.
   double flops = 0;
+  /// The all-reduce of the loss after the step (0 in a world of one rank
+  /// or for a step without a loss), counted in the collectives' time and
+  /// the time not overlapped.
+  double lossSeconds = 0;
+  /// Calls whose time is a measured one.
+  int64_t measuredCalls = 0;
   /// The predicted time of each instruction (a collective's: its own
   /// timeline's), in plan order.
   llvm::SmallVector<double> instructionSeconds;
 };
 
 /// Predicts the time of `step` (the single block of fsdp and aten ops the
-/// plan emitter takes) on one rank of the module's world.
-mlir::FailureOr<TimePrediction> predictTime(mlir::ModuleOp module,
-                                            mlir::func::FuncOp step,
-                                            const MachineRates &machine);
+/// plan emitter takes) on one rank of the module's world. `measuredSeconds`,
+/// where given, has one entry per instruction of the block (its
+/// terminator aside): an ATen call's or autograd_backward's measured time,
+/// negative where it has none.
+mlir::FailureOr<TimePrediction>
+predictTime(mlir::ModuleOp module, mlir::func::FuncOp step,
+            const MachineRates &machine,
+            llvm::ArrayRef<double> measuredSeconds = {});
 
 } // namespace fsdp
 

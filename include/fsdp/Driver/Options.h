@@ -92,6 +92,7 @@ struct CompileOptions {
   /// peak, with kernels' workspaces measured at --workspace-threads (0:
   /// what fsdp-run --nproc gives each rank here).
   bool measureWorkspaces = false;
+  bool measureKernels = false;
   int workspaceThreads = 0;
   /// --machine: whose rates the cost model predicts the step time with;
   /// loaded by resolveOptions.

@@ -2,7 +2,8 @@
 //
 // The allocator's peak predicted: the memory model's live bytes plus each
 // kernel's workspace, measured by running the step's calls once on this
-// machine's CPU (Workspaces.cpp says how).
+// machine's CPU; and the step's time with each call's time measured the
+// same way (Workspaces.cpp says how).
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,12 +27,16 @@ constexpr int64_t kWorkspaceBudgetBytes = int64_t(256) << 20;
 /// hold more than `budgetBytes`, or that fails on both, is listed as not
 /// measured), and adds each instruction's workspace, and Gloo's staging of
 /// an all-reduce, to the live bytes, less the constants fsdp-run keeps for
-/// the whole run. Fails with a diagnostic where the step is compiled for a
-/// GPU or cannot be emitted as a plan.
+/// the whole run. With `kernels`, also times each distinct call (the
+/// median of five more runs, on values from [0.5, 1), operands beyond a
+/// core's cache evicted first) and predicts `report.time` again with the
+/// measured times in place of the machine's estimates. Fails with a
+/// diagnostic where the step is compiled for a GPU or cannot be emitted as
+/// a plan.
 mlir::LogicalResult measureWorkspaces(mlir::ModuleOp module,
                                       llvm::StringRef entry,
                                       MemoryReport &report, int threads,
-                                      int64_t budgetBytes);
+                                      int64_t budgetBytes, bool kernels);
 
 } // namespace fsdp::driver
 

@@ -122,15 +122,25 @@ public:
   /// the schedule did not overlap with compute).
   double commWaitMs() const { return waitMs; }
 
-  /// What call instruction #i of `plan` allocates on the CPU beyond the
-  /// storages of its results: its kernel's workspaces, which a rank's
-  /// allocator holds on top of the live tensors while it runs. Runs the
-  /// call once on `operands` (its tensor operands in operand order, laid
-  /// out as the step has them; what a kernel allocates does not depend on
-  /// their values), counted by the counting allocator, which it installs.
-  /// Throws Error if the call fails.
-  static int64_t workspaceBytes(const Plan &plan, size_t i,
-                                std::vector<at::Tensor> operands);
+  /// What running call instruction #i of `plan` on the CPU takes.
+  struct CallMeasurement {
+    /// What it allocates beyond the storages of its results: its kernel's
+    /// workspaces, which a rank's allocator holds on top of the live
+    /// tensors while it runs.
+    int64_t workspaceBytes = 0;
+    /// The median time of `timedRuns` further runs (0 without any).
+    double seconds = 0;
+  };
+  /// Runs call instruction #i of `plan` once on `operands` (its tensor
+  /// operands in operand order, laid out as the step has them; what a
+  /// kernel allocates does not depend on their values), counted by the
+  /// counting allocator, which it installs; then `timedRuns` more times,
+  /// timed, each after `beforeTimedRun` (untimed). Throws Error if the call
+  /// fails.
+  static CallMeasurement
+  measureCall(const Plan &plan, size_t i, std::vector<at::Tensor> operands,
+              int timedRuns = 0,
+              const std::function<void()> &beforeTimedRun = nullptr);
 
   /// Times every instruction from now on (`fsdp-run --profile`).
   void enableProfiling() { profile.assign(plan.instructions.size(), 0.0); }
