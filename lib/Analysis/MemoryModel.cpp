@@ -263,14 +263,6 @@ Layout preservedLayout(const Layout &input) {
   return tensorIteratorLayout(input.sizes, operands);
 }
 
-int64_t elementBytes(Type type) {
-  if (type.isInteger(1))
-    return 1;
-  if (auto complex = dyn_cast<ComplexType>(type))
-    return 2 * elementBytes(complex.getElementType());
-  return (type.getIntOrFloatBitWidth() + 7) / 8;
-}
-
 
 std::optional<int64_t> intArg(aten::CallOp call, size_t index) {
   if (index >= call.getArgs().size())
@@ -1466,6 +1458,14 @@ FailureOr<MemoryPrediction> fsdp::predictMemory(ModuleOp module,
   if (succeeded(prediction) && operandLayouts)
     prediction->callOperands.resize(prediction->timeline.size());
   return prediction;
+}
+
+int64_t fsdp::elementBytes(Type type) {
+  if (type.isInteger(1))
+    return 1;
+  if (auto complex = dyn_cast<ComplexType>(type))
+    return 2 * elementBytes(complex.getElementType());
+  return (type.getIntOrFloatBitWidth() + 7) / 8;
 }
 
 int64_t fsdp::tensorBytes(Type type) {

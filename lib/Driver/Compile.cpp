@@ -569,7 +569,9 @@ printReports(const CompileOptions &o, ModuleOp module, llvm::StringRef entry,
   std::optional<MemoryReport> memory;
   if (o.memoryReport || !o.memoryReportJSON.empty()) {
     FailureOr<MemoryReport> report =
-        predictMemoryReport(module, entry, o.machineRates);
+        predictMemoryReport(module, entry, o.machineRates,
+                            /*operandLayouts=*/o.measureWorkspaces ||
+                                o.measureKernels);
     if (failed(report))
       return failure();
     if ((o.measureWorkspaces || o.measureKernels) &&

@@ -26,6 +26,7 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 #include "fsdp/Target/Plan/PlanEmitter.h"
 
+#include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/CountingAllocator.h"
 #include "fsdp/runtime/Executor.h"
 #include "fsdp/runtime/Launcher.h"
@@ -123,10 +124,8 @@ void stagingOfGlooAllReduces(const rt::Plan &plan,
     const rt::Instruction &inst = plan.instructions[i];
     if (const auto *reduce = inst.as<rt::inst::AllReduce>()) {
       groupByFuture[reduce->result] =
-          reduce->group == rt::CommGroup::World ? plan.worldSize
-          : reduce->group == rt::CommGroup::Shard
-              ? plan.shardGroupSize
-              : plan.worldSize / plan.shardGroupSize;
+          rt::sizeOfGroup(reduce->group, static_cast<int>(plan.worldSize),
+                          static_cast<int>(plan.shardGroupSize));
     } else if (const auto *wait = inst.as<rt::inst::Wait>()) {
       auto it = groupByFuture.find(wait->future);
       if (it == groupByFuture.end() || it->second <= 1)
@@ -147,10 +146,6 @@ LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
   auto func = module.lookupSymbol<func::FuncOp>(entry);
   if (!func)
     return module.emitError("no function @") << entry << " to measure";
-  FailureOr<MemoryPrediction> layouts =
-      predictMemory(module, func, /*operandLayouts=*/true);
-  if (failed(layouts))
-    return failure();
   std::string text;
   llvm::raw_string_ostream os(text);
   if (failed(emitPlan(module, entry, os)))
@@ -164,7 +159,7 @@ LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
   }
   const MemoryPrediction &p = report.prediction;
   size_t n = p.instructionPeak.size();
-  if (plan->instructions.size() != n || layouts->callOperands.size() != n)
+  if (plan->instructions.size() != n || p.callOperands.size() != n)
     return module.emitError("cannot measure the kernels' workspaces: the "
                             "plan has ")
            << plan->instructions.size() << " instructions, the memory model "
@@ -205,14 +200,14 @@ LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
     if (!call)
       continue; // no kernel of its own
     ++a.measured;
-    const auto &operands = layouts->callOperands[i];
+    const auto &operands = p.callOperands[i];
     std::string key = classKey(inst, operands);
     auto found = measured.find(key);
     if (found == measured.end()) {
       std::variant<rt::Executor::CallMeasurement, std::string> result;
       int64_t bytes = 0;
       for (const auto &l : operands)
-        bytes += extent(l) * (tensorBytes(RankedTensorType::get({1}, l.element)));
+        bytes += extent(l) * elementBytes(l.element);
       if (bytes > budgetBytes) {
         result = "its operands hold " + std::to_string(bytes) +
                  " bytes, more than the " + std::to_string(budgetBytes) +

@@ -218,11 +218,12 @@ void fsdp::printScheduleReport(ModuleOp module, raw_ostream &os) {
 
 FailureOr<MemoryReport>
 fsdp::predictMemoryReport(ModuleOp module, StringRef entry,
-                          const MachineRates &machine) {
+                          const MachineRates &machine, bool operandLayouts) {
   auto func = module.lookupSymbol<func::FuncOp>(entry);
   if (!func)
     return module.emitError("no function @") << entry << " to predict";
-  FailureOr<MemoryPrediction> prediction = predictMemory(module, func);
+  FailureOr<MemoryPrediction> prediction =
+      predictMemory(module, func, operandLayouts);
   if (failed(prediction))
     return failure();
   FailureOr<TimePrediction> time = predictTime(module, func, machine);

@@ -61,8 +61,11 @@ enum class MemoryCategory {
 constexpr size_t kNumMemoryCategories = 7;
 llvm::StringRef memoryCategoryName(MemoryCategory category);
 
-/// The bytes of a tensor type's storage: elements times their size (an i1,
-/// a bool, takes a byte).
+/// The bytes of one element of type `element` (an i1, a bool, takes a
+/// byte; a complex number two of its parts).
+int64_t elementBytes(mlir::Type element);
+
+/// The bytes of a tensor type's storage: elements times their size.
 int64_t tensorBytes(mlir::Type type);
 
 /// The predicted memory of one rank during one step.

@@ -20,7 +20,8 @@ namespace fsdp::driver {
 /// run it (what the compiler's process allocates for one measurement).
 constexpr int64_t kWorkspaceBudgetBytes = int64_t(256) << 20;
 
-/// Sets `report.allocator`: runs each distinct ATen call (and
+/// Sets `report.allocator` (`report.prediction` made with its operands'
+/// layouts): runs each distinct ATen call (and
 /// autograd_backward) of `module`'s step `entry` once, at `threads`
 /// intra-op threads, on operands laid out as the step has them (zeros, or
 /// floating-point ones where a kernel refuses zeros; a call whose operands

@@ -77,9 +77,11 @@ struct MemoryReport {
 
 /// Predicts `module`'s step `entry`, its memory and its time on `machine`;
 /// fails at an op the model cannot simulate (the diagnostic says which).
+/// With `operandLayouts` the prediction also has each call's operands'
+/// layouts (MemoryPrediction::callOperands).
 mlir::FailureOr<MemoryReport>
 predictMemoryReport(mlir::ModuleOp module, llvm::StringRef entry,
-                    const MachineRates &machine);
+                    const MachineRates &machine, bool operandLayouts = false);
 
 /// "12.34 ms", "850 us", "1.20 s".
 std::string formatSeconds(double seconds);
