@@ -202,6 +202,13 @@ int calibrateMachine(const RunOptions &o, const RankInfo &info,
     at::Tensor shard = at::randn({big / world}, options);
     double gatherSmall = c.perCall(
         20, [&] { (void)comm->allGather(small, CommGroup::World)->wait(); });
+    // Between a step's collectives the ranks compute and Gloo's threads
+    // sleep: each collective then pays their wake-ups too.
+    double gatherAfterWork = c.perCall(20, [&] {
+      (void)at::mm(a, b);
+      (void)comm->allGather(small, CommGroup::World)->wait();
+    }) - mm;
+
     double gatherBig = c.perCall(
         10, [&] { (void)comm->allGather(shard, CommGroup::World)->wait(); });
     // A step reduce-scatters what it gathers: the rate is both's, each
@@ -211,7 +218,9 @@ int calibrateMachine(const RunOptions &o, const RankInfo &info,
       (void)comm->reduceScatter(full, CommGroup::World, /*mean=*/true)->wait();
     });
     double moved = 4.0 * (big / world) * (world - 1);
-    latency = gatherSmall;
+    // A step's collectives come after computation: their latency is that
+    // one's (1.1-1.6x the back-to-back one on a 2-core machine).
+    latency = std::max(gatherSmall, gatherAfterWork);
     bandwidth = 2 * moved /
                 std::max(gatherBig + scatterBig - 2 * gatherSmall, 1e-9);
     // How much of it runs beside computation: products for as long as the
