@@ -1,20 +1,24 @@
 """The cost model against fsdp-run: predicted step time beside measured.
 
     .venv/bin/python bench/cost/bench_cost.py [--machine FILE|cpu] [--calibrate]
-        [--ranks 1 2] [--steps 12] [--warmup 4] [--models mlp cnn gpt encoder resnet18 gpt2]
+        [--ranks 1 2] [--steps 30] [--warmup 5] [--models mlp cnn gpt encoder resnet18 gpt2]
 
 For each model and rank count: export it (traced), compile its training
 step with fsdp-opt (cross-entropy, AdamW, FULL_SHARD, size-based wrapping
 at --min-num-params) with --memory-report-json and --machine, which gives
 the predicted step time (step_seconds); run the plan with fsdp-run --nproc
-(CPU, Gloo, libtorch's default threads) and take rank 0's median step_ms
-after the warm-up steps. With --calibrate, first measure this machine's
-rates (fsdp-opt --calibrate, once per rank count) and predict with them.
+(CPU, Gloo, cores / ranks threads a rank) and take rank 0's median step_ms
+after the warm-up steps. The same compile with --measure-kernels gives a
+second prediction, with each distinct call's time measured here (at the
+rank's threads) in place of the rates' estimate; the collectives stay the
+rates'. With --calibrate, first measure this machine's rates (fsdp-opt
+--calibrate, once per rank count) and predict with them.
 The fixtures (test/fixtures/models.py) are those the compiler is tested
 on; resnet18 (torchvision) and gpt2 (transformers' GPT2LMHeadModel from a
 small config, random weights) are models the cost model was not fitted to.
-Prints a markdown table: predicted and measured ms, their ratio, and the
-predicted share of the step in collectives not overlapped.
+Prints a markdown table: predicted (rates; kernels timed) and measured ms,
+their ratios, and the predicted share of the step in collectives not
+overlapped.
 """
 
 import argparse
@@ -109,8 +113,8 @@ def main():
     p.add_argument("--machine", default="cpu")
     p.add_argument("--calibrate", action="store_true")
     p.add_argument("--ranks", type=int, nargs="*", default=[1, 2])
-    p.add_argument("--steps", type=int, default=12)
-    p.add_argument("--warmup", type=int, default=4)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--models", nargs="*", default=list(CONFIGS))
     p.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     args = p.parse_args()
@@ -128,9 +132,10 @@ def main():
                 machines[ranks] = args.machine
         print(f"machine {'calibrated here' if args.calibrate else args.machine}; "
               f"median step_ms of steps {args.warmup + 1}-{args.steps} on rank 0\n")
-        print("| model | params | ranks | batch/rank | predicted ms | measured ms "
-              "| predicted / measured | collectives not overlapped |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        print("| model | params | ranks | batch/rank | predicted ms (rates) "
+              "| predicted ms (kernels timed) | measured ms | rates / measured "
+              "| kernels timed / measured | collectives not overlapped |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for name in args.models:
             batch, min_params = CONFIGS[name]
             module, inputs = build(name, batch)
@@ -143,26 +148,31 @@ def main():
                 plan = os.path.join(tmp, f"{name}-{ranks}.plan")
                 report = os.path.join(tmp, f"{name}-{ranks}.json")
                 metrics = os.path.join(tmp, f"{name}-{ranks}.jsonl")
-                subprocess.run([opt, model, "--loss", "cross_entropy", "--optimizer", "adamw",
+                compile_args = [opt, model, "--loss", "cross_entropy", "--optimizer", "adamw",
                                 "--lr", "1e-3", "--world-size", str(ranks),
                                 "--sharding", "FULL_SHARD", "--auto-wrap", "size",
                                 "--min-num-params", str(min_params),
-                                "--machine", machines[ranks],
-                                "--memory-report-json", report, "--emit", "plan", "-o", plan],
-                               check=True)
+                                "--machine", machines[ranks]]
+                subprocess.run(compile_args + ["--memory-report-json", report, "--emit", "plan",
+                                               "-o", plan], check=True)
+                timed = os.path.join(tmp, f"{name}-{ranks}.kernels.json")
+                subprocess.run(compile_args + ["--measure-kernels", "--memory-report-json", timed,
+                                               "-o", os.devnull], check=True)
                 subprocess.run([run, plan, "--model", model, "--data", data_path,
                                 "--nproc", str(ranks), "--metrics", metrics],
                                check=True, stdout=subprocess.DEVNULL)
                 with open(report) as f:
                     predicted = json.load(f)
+                with open(timed) as f:
+                    kernels_ms = json.load(f)["step_seconds"] * 1e3
                 with open(metrics) as f:
                     steps = [j["step_ms"] for j in map(json.loads, f) if "step" in j]
                 measured = statistics.median(steps[args.warmup:])
                 ms = predicted["step_seconds"] * 1e3
                 exposed = predicted["exposed_seconds"] / max(predicted["step_seconds"], 1e-12)
                 print(f"| {name} | {params / 1e6:.2f}M | {ranks} | {batch} | {ms:.2f} | "
-                      f"{measured:.2f} | {ms / measured:.2f} | {100 * exposed:.0f}% |",
-                      flush=True)
+                      f"{kernels_ms:.2f} | {measured:.2f} | {ms / measured:.2f} | "
+                      f"{kernels_ms / measured:.2f} | {100 * exposed:.0f}% |", flush=True)
 
 
 if __name__ == "__main__":
