@@ -434,7 +434,8 @@ private:
   int64_t worldSize = 1, shardGroupSize = 1;
   // NCCL's collectives (fsdp.backend): a reduction writes its result into
   // a buffer of the result's size, which the wait returns; Gloo's receive
-  // every rank's contribution and sum it into a new tensor.
+  // the other ranks' contributions and sum them with the rank's own into a
+  // new tensor.
   bool nccl = false;
 };
 
@@ -1106,18 +1107,39 @@ SmallVector<int> Simulation::buffersOf(ReduceScatterStartOp scatter) {
     int64_t shard = full / (overWorld ? shardGroupSize : n);
     return {fresh(shard, MemoryCategory::Gradients), send};
   }
+  // Gloo's: what the rank sends, the other ranks' chunks it receives (its
+  // own is added from what it sends), and for the mean the divisor (one
+  // element).
+  bool mean = scatter.getReduce() == ReduceOp::mean;
+  auto element = [&] {
+    return elementBytes(
+        cast<RankedTensorType>(scatter.getInput().getType()).getElementType());
+  };
   if (overWorld) {
-    // The shards every rank sends, concatenated, and what it receives.
+    // The shards every rank sends, concatenated.
     int64_t sent = full / shardGroupSize * worldSize;
-    int send = fresh(sent, MemoryCategory::CommunicationBuffers);
-    return {send, fresh(sent, MemoryCategory::CommunicationBuffers)};
+    if (sent == 0)
+      return {};
+    SmallVector<int> buffers = {
+        fresh(sent, MemoryCategory::CommunicationBuffers),
+        fresh(sent / worldSize * (worldSize - 1),
+              MemoryCategory::CommunicationBuffers)};
+    if (mean)
+      buffers.push_back(fresh(element(), MemoryCategory::CommunicationBuffers));
+    return buffers;
   }
   if (n == 1) {
     returnsHeld[scatter.getFuture()] = true;
     return {fresh(full, MemoryCategory::Gradients)};
   }
-  int send = sentBuffer(scatter.getInput(), full);
-  return {send, fresh(full, MemoryCategory::CommunicationBuffers)};
+  if (full == 0)
+    return {};
+  SmallVector<int> buffers = {
+      sentBuffer(scatter.getInput(), full),
+      fresh(full / n * (n - 1), MemoryCategory::CommunicationBuffers)};
+  if (mean)
+    buffers.push_back(fresh(element(), MemoryCategory::CommunicationBuffers));
+  return buffers;
 }
 
 int Simulation::sentBuffer(Value input, int64_t bytes) {
@@ -1140,7 +1162,8 @@ SmallVector<int> Simulation::buffersOf(AllReduceStartOp reduce) {
     returnsHeld[reduce.getFuture()] = true;
     return {fresh(bytes, MemoryCategory::Gradients), send};
   }
-  // Padded to a multiple of n, reduce-scattered, then gathered.
+  // Padded to a multiple of n, reduce-scattered (the other ranks' chunks
+  // received, as for a reduce-scatter), then gathered.
   int64_t count = type.getNumElements();
   int64_t padded = (count + n - 1) / n * n;
   int64_t element = elementBytes(type.getElementType());
@@ -1148,7 +1171,13 @@ SmallVector<int> Simulation::buffersOf(AllReduceStartOp reduce) {
   int flat = padded == count && isContiguous(layoutOf.lookup(input))
                  ? storageOf.lookup(input)
                  : fresh(padded * element, MemoryCategory::CommunicationBuffers);
-  return {flat, fresh(padded * element, MemoryCategory::CommunicationBuffers)};
+  SmallVector<int> buffers = {
+      flat, fresh(padded / n * (n - 1) * element,
+                  MemoryCategory::CommunicationBuffers)};
+  // The mean's divisor (one element), where there is anything to reduce.
+  if (reduce.getReduce() == ReduceOp::mean && padded > 0)
+    buffers.push_back(fresh(element, MemoryCategory::CommunicationBuffers));
+  return buffers;
 }
 
 //===----------------------------------------------------------------------===//

@@ -124,42 +124,22 @@ public:
     int n = groupSize(group);
     if (n == 1)
       return completed(full.clone());
-    // All-to-all: rank r receives shard r of every rank's tensor and adds
-    // them up in rank order, as data-parallel gradients accumulate in one
-    // process (loss.backward() per micro-batch), so the sum is the same
-    // to the last bit on every rank and run. (Gloo's own all-reduce adds
-    // in ring order.)
-    at::Tensor input = full.contiguous();
-    at::Tensor output = at::empty_like(input);
-    std::vector<int64_t> counts;
-    at::Tensor sentOutput = asSent(output), sentInput = asSent(input);
-    auto work =
-        pg(group)->alltoall_base(sentOutput, sentInput, counts, counts);
-    return std::make_unique<GlooPending>(
-        work, [output, n, mean]() { return sumChunks(output, n, mean); },
-        std::vector<at::Tensor>{input, output});
+    return exchange(pg(group), full.contiguous(), n, groupRank(group), mean);
   }
 
   std::unique_ptr<Pending> reduceScatterOverWorld(const at::Tensor &full,
                                                   bool mean) override {
     if (shardSize == info.worldSize)
       return reduceScatter(full, CommGroup::Shard, mean);
-    // All-to-all over the world: every rank sends rank q the shard q's
-    // index in its group holds, so rank r receives its shard from every
-    // rank, in rank order.
+    // Over the world: every rank sends rank q the shard q's index in its
+    // group holds, so rank r receives its shard from every rank, in rank
+    // order.
     int world = info.worldSize;
     std::vector<at::Tensor> shards = full.contiguous().chunk(shardSize);
     std::vector<at::Tensor> outgoing;
     for (int q = 0; q < world; ++q)
       outgoing.push_back(shards[q % shardSize]);
-    at::Tensor input = at::cat(outgoing);
-    at::Tensor output = at::empty_like(input);
-    std::vector<int64_t> counts;
-    at::Tensor sentOutput = asSent(output), sentInput = asSent(input);
-    auto work = worldPG->alltoall_base(sentOutput, sentInput, counts, counts);
-    return std::make_unique<GlooPending>(
-        work, [output, world, mean]() { return sumChunks(output, world, mean); },
-        std::vector<at::Tensor>{input, output});
+    return exchange(worldPG, at::cat(outgoing), world, info.rank, mean);
   }
 
   std::unique_ptr<Pending> allReduce(const at::Tensor &t, CommGroup group,
@@ -201,24 +181,90 @@ private:
     std::vector<at::Tensor> buffers;
   };
 
-  /// The sum of the `n` equal chunks of `received` (a buffer of our own),
-  /// in order; for the mean each chunk is divided by `n` first, as NCCL's
-  /// ncclAvg (FSDP2's ReduceOp.AVG) scales each contribution before the
-  /// sum: a sum that would overflow where the mean does not cannot.
-  static at::Tensor sumChunks(const at::Tensor &received, int n, bool mean) {
-    // Nothing to add (a zero-size unit): an empty shard, and no kernel,
-    // which would allocate its scalar operand's tensor for nothing.
-    if (received.numel() == 0) {
-      std::vector<int64_t> shard = received.sizes().vec();
-      shard[0] /= n;
-      return at::empty(shard, received.options());
+  /// This rank's shard of the sum (or mean) over the `n` ranks of `group`
+  /// of `input` (contiguous, n equal chunks along its first dimension):
+  /// rank q's chunk goes to rank q, by point-to-point sends, so that a
+  /// rank receives only the others' chunks (n-1 of them, into one buffer)
+  /// and keeps its own where it is. (An all-to-all would receive a whole
+  /// input's worth, its own chunk copied too: a gradient's bytes where
+  /// FSDP2's reduce-scatter receives a shard.) The chunks are added in
+  /// rank order, as data-parallel gradients accumulate in one process
+  /// (loss.backward() per micro-batch), so the sum is the same to the last
+  /// bit on every rank and run. (Gloo's own all-reduce adds in ring order.)
+  std::unique_ptr<Pending>
+  exchange(const c10::intrusive_ptr<c10d::ProcessGroupGloo> &group,
+           const at::Tensor &input, int n, int me, bool mean) {
+    std::vector<int64_t> shape = input.sizes().vec();
+    shape[0] /= n;
+    if (input.numel() == 0) // nothing to move or add (a zero-size unit)
+      return completed(at::empty(shape, input.options()));
+    std::vector<int64_t> others = shape;
+    others[0] *= n - 1;
+    at::Tensor received = at::empty(others, input.options());
+    std::vector<at::Tensor> sent = asSent(input).tensor_split(n);
+    std::vector<at::Tensor> into = asSent(received).tensor_split(n - 1);
+    // The same tag on every rank: each makes its exchanges in plan order.
+    int tag = static_cast<int>(nextTag++ & 0x3fffffff);
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (int q = 0; q < n; ++q) {
+      if (q == me)
+        continue;
+      std::vector<at::Tensor> out{sent[q]}, in{into[q < me ? q : q - 1]};
+      works.push_back(group->send(out, q, tag));
+      works.push_back(group->recv(in, q, tag));
     }
+    at::Tensor own = input.tensor_split(n)[me];
+    // The mean's divisor, in the input's dtype: a division by a number
+    // would allocate the number's tensor while the sum is allocated.
+    at::Tensor divisor = mean ? at::full({}, n, input.options()) : at::Tensor();
+    std::vector<at::Tensor> held{input, received};
     if (mean)
-      received.div_(n);
-    std::vector<at::Tensor> chunks = received.chunk(n);
-    at::Tensor sum = chunks[0].clone();
-    for (int i = 1; i < n; ++i)
-      sum.add_(chunks[i]);
+      held.push_back(divisor);
+    return std::make_unique<GlooPending>(
+        std::move(works),
+        [received, own, divisor, n, me]() {
+          return sumChunks(received, own, divisor, n, me);
+        },
+        std::move(held));
+  }
+
+  /// Rank `me`'s chunk of the sum of the ranks' inputs: the others' chunks
+  /// in `received` (in rank order, a buffer of our own), `me`'s in `own`
+  /// (the input's, which stays as it was). For the mean (`divisor` given:
+  /// the number of ranks) each chunk is divided first, as NCCL's ncclAvg
+  /// (FSDP2's ReduceOp.AVG) scales each contribution before the sum: a sum
+  /// that would overflow where the mean does not cannot. Nothing is
+  /// allocated but the result: rank 0's and rank 1's sums start from their
+  /// own chunk (a + b is b + a to the bit), a later rank's own chunk is
+  /// divided in the slot of rank 0's, which the sum has already taken.
+  static at::Tensor sumChunks(const at::Tensor &received,
+                              const at::Tensor &own,
+                              const at::Tensor &divisor, int n, int me) {
+    bool mean = divisor.defined();
+    if (mean)
+      received.div_(divisor);
+    std::vector<at::Tensor> chunks = received.tensor_split(n - 1);
+    auto other = [&](int q) { return chunks[q < me ? q : q - 1]; };
+    at::Tensor sum;
+    if (me <= 1) {
+      sum = mean ? at::div(own, divisor) : own.clone();
+      for (int q = 0; q < n; ++q)
+        if (q != me)
+          sum.add_(other(q));
+      return sum;
+    }
+    sum = other(0).clone();
+    for (int q = 1; q < n; ++q) {
+      if (q != me) {
+        sum.add_(other(q));
+      } else if (mean) {
+        at::Tensor scratch = other(0);
+        scratch.copy_(own);
+        sum.add_(scratch.div_(divisor));
+      } else {
+        sum.add_(own);
+      }
+    }
     return sum;
   }
 
@@ -237,6 +283,8 @@ private:
   makeGroup(const std::string &name, int rank, int size);
 
   c10::intrusive_ptr<c10d::ProcessGroupGloo> worldPG, shardPG, replicatePG;
+  /// The next exchange's tag (point-to-point messages match by tag).
+  uint32_t nextTag = 0;
 };
 
 c10::intrusive_ptr<c10d::ProcessGroupGloo>

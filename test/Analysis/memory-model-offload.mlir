@@ -5,11 +5,12 @@
 
 // Host: the shard (16 bytes) and its optimizer state (16) before the step;
 // the reduced shard's host copy (16) and the update's result (16) bring it
-// to 64. The device holds the batch (16), the shard's device copy, the
-// gathered buffer and the reduction's buffers: 96 at the wait, none of the
-// host's bytes among them.
+// to 64. The device holds the batch (16), the gathered buffer the
+// reduction sends (32), the other rank's chunk it receives (16; its own
+// is added from what it sends), the mean's divisor (4) and the reduced
+// shard (16): 84 at the wait, none of the host's bytes among them.
 // CHECK: "host_peak_bytes":64
-// CHECK-SAME: "peak_bytes":96
+// CHECK-SAME: "peak_bytes":84
 // CHECK-SAME: "start_bytes":16
 module attributes {fsdp.world_size = 2 : i64, fsdp.shard_group_size = 2 : i64} {
   fsdp.param @w : tensor<8xf32> in "" : "M"

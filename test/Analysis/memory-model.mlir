@@ -10,7 +10,7 @@
 // The most bytes during each instruction: #9 and #12 hold a copy beside what
 // it copies, #14 its result beside both operands, #16 the reduced shard
 // beside the reduction's buffers.
-// JSON-SAME: "instruction_peak":[48,80,80,80,80,112,112,112,80,112,80,80,112,80,112,80,96,32]
+// JSON-SAME: "instruction_peak":[48,80,80,80,80,112,112,112,80,112,80,80,112,80,112,68,84,32]
 // JSON-SAME: "peak_bytes":112
 // JSON-SAME: "peak_instruction":5
 // JSON-SAME: "peak_op":"aten::contiguous"
@@ -25,10 +25,11 @@
 //   in place; #11 view; #12 relu_ of a view copies (112 while both live,
 //   then the viewed storage dies: 80); #13 reshape of the contiguous copy
 //   is a view; #14 add (112) then both operands die (48); #15
-//   reduce-scatter holds its input and a receive buffer (80); #16 wait: the
-//   16-byte reduced shard (96), the buffers go (32); #17 update: the new
-//   shard replaces the old (16).
-// JSON-SAME: "timeline":[48,80,80,80,80,112,112,80,80,80,80,80,80,80,48,80,32,16]
+//   reduce-scatter holds its input, a buffer for the other rank's chunk
+//   (its own is added from the input) and the mean's 4-byte divisor (68);
+//   #16 wait: the 16-byte reduced shard (84), the buffers go (32); #17
+//   update: the new shard replaces the old (16).
+// JSON-SAME: "timeline":[48,80,80,80,80,112,112,80,80,80,80,80,80,80,48,68,32,16]
 // JSON-SAME: "units":[{"first_instruction":1,"last_instruction":7,"micro_batch":0,"module":"a","peak_bytes":112,"phase":"forward","unit":"a"}]
 // JSON-SAME: "world_size":2
 
