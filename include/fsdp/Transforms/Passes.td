@@ -404,7 +404,8 @@ def Shard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
     `fsdp.sharding`, and with `backend=nccl`, `fsdp.backend = "nccl"`: the
     memory model then counts the buffers NCCL's collectives hold (a
     reduction's input and its result, written in place) instead of Gloo's
-    (an all-to-all's receive buffer, summed into a new result).
+    (a buffer for the other ranks' chunks, summed with the rank's own into
+    a new result).
 
     Mixed precision (PyTorch FSDP's `MixedPrecision`): when the step reads
     a unit's parameters in a 16-bit type (the importer's param dtype), the
