@@ -1094,6 +1094,17 @@ SmallVector<int> Simulation::buffersOf(AllGatherStartOp gather) {
   return {output};
 }
 
+/// The bytes of the one-element divisor Gloo's mean holds for a reduction
+/// of `element`s: in float for a 16-bit type (exact for any group size),
+/// in the element's own type otherwise.
+static int64_t divisorBytes(Type element) {
+  if (auto complex = dyn_cast<ComplexType>(element))
+    return 2 * divisorBytes(complex.getElementType());
+  if (element.isBF16() || element.isF16())
+    return 4;
+  return elementBytes(element);
+}
+
 SmallVector<int> Simulation::buffersOf(ReduceScatterStartOp scatter) {
   int64_t full = tensorBytes(scatter.getInput().getType());
   int n = groupSize(scatter.getGroup());
@@ -1108,11 +1119,10 @@ SmallVector<int> Simulation::buffersOf(ReduceScatterStartOp scatter) {
     return {fresh(shard, MemoryCategory::Gradients), send};
   }
   // Gloo's: what the rank sends, the other ranks' chunks it receives (its
-  // own is added from what it sends), and for the mean the divisor (one
-  // element).
+  // own is added from what it sends), and for the mean the divisor.
   bool mean = scatter.getReduce() == ReduceOp::mean;
   auto element = [&] {
-    return elementBytes(
+    return divisorBytes(
         cast<RankedTensorType>(scatter.getInput().getType()).getElementType());
   };
   if (overWorld) {
@@ -1174,9 +1184,10 @@ SmallVector<int> Simulation::buffersOf(AllReduceStartOp reduce) {
   SmallVector<int> buffers = {
       flat, fresh(padded / n * (n - 1) * element,
                   MemoryCategory::CommunicationBuffers)};
-  // The mean's divisor (one element), where there is anything to reduce.
+  // The mean's divisor, where there is anything to reduce.
   if (reduce.getReduce() == ReduceOp::mean && padded > 0)
-    buffers.push_back(fresh(element, MemoryCategory::CommunicationBuffers));
+    buffers.push_back(fresh(divisorBytes(type.getElementType()),
+                            MemoryCategory::CommunicationBuffers));
   return buffers;
 }
 

@@ -169,8 +169,13 @@ c10::Device rankDevice(const std::string &requested, const RankInfo &info) {
 Backend runBackend(const std::string &requested, c10::Device device) {
   if (requested.empty())
     return device.is_cuda() ? Backend::Nccl : Backend::Gloo;
-  if (requested == "gloo")
+  if (requested == "gloo") {
+    // Its reductions send and receive host memory (point-to-point).
+    if (device.is_cuda())
+      throw Error("--backend gloo moves CPU tensors: with --device cuda the "
+                  "ranks' collectives are nccl's (the default)");
     return Backend::Gloo;
+  }
   if (requested != "nccl")
     throw Error("--backend is nccl or gloo, not '" + requested + "'");
   if (!device.is_cuda())

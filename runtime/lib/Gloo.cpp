@@ -2,6 +2,7 @@
 
 #include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/Device.h"
+#include "fsdp/runtime/Plan.h"
 #include "fsdp/runtime/Rendezvous.h"
 
 #ifdef FSDP_RUNTIME_GLOO
@@ -25,8 +26,8 @@ namespace {
 /// contiguous): the tensor itself, or for a dtype Gloo may not know the
 /// same bytes as a type it knows (bf16 as f16, which libtorch 1.13's Gloo
 /// lacked; complex, bool, int16 and the wider unsigned types as bytes).
-/// Gathers and all-to-alls only move bytes; sums are computed here, in
-/// `t`'s own type.
+/// Gathers and the reductions' exchanges only move bytes; sums are computed
+/// here, in `t`'s own type.
 at::Tensor asSent(const at::Tensor &t) {
   switch (t.scalar_type()) {
   case at::kFloat:
@@ -194,6 +195,11 @@ private:
   std::unique_ptr<Pending>
   exchange(const c10::intrusive_ptr<c10d::ProcessGroupGloo> &group,
            const at::Tensor &input, int n, int me, bool mean) {
+    if (input.dim() == 0 || input.size(0) % n != 0)
+      throw Error("a reduce-scatter over " + std::to_string(n) +
+                  " ranks needs a first dimension they divide; the tensor "
+                  "is " + TensorSpec{input.sizes().vec(), input.scalar_type()}
+                              .str());
     std::vector<int64_t> shape = input.sizes().vec();
     shape[0] /= n;
     if (input.numel() == 0) // nothing to move or add (a zero-size unit)
@@ -203,7 +209,9 @@ private:
     at::Tensor received = at::empty(others, input.options());
     std::vector<at::Tensor> sent = asSent(input).tensor_split(n);
     std::vector<at::Tensor> into = asSent(received).tensor_split(n - 1);
-    // The same tag on every rank: each makes its exchanges in plan order.
+    // The same tag on every rank, as long as every rank makes the same
+    // sequence of exchanges (the plan's reductions, the loss's all-reduce,
+    // the runtime's own barriers and checks: the same calls everywhere).
     int tag = static_cast<int>(nextTag++ & 0x3fffffff);
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
     for (int q = 0; q < n; ++q) {
@@ -214,9 +222,13 @@ private:
       works.push_back(group->recv(in, q, tag));
     }
     at::Tensor own = input.tensor_split(n)[me];
-    // The mean's divisor, in the input's dtype: a division by a number
-    // would allocate the number's tensor while the sum is allocated.
-    at::Tensor divisor = mean ? at::full({}, n, input.options()) : at::Tensor();
+    // The mean's divisor, held from here: a division by a number would
+    // allocate the number's tensor while the sum is allocated. In float for
+    // a 16-bit input, whose type would round a group of 257 to 256 (the
+    // kernel divides in float either way, as by a number).
+    at::Tensor divisor =
+        mean ? at::full({}, n, input.options().dtype(divisorType(input.scalar_type())))
+             : at::Tensor();
     std::vector<at::Tensor> held{input, received};
     if (mean)
       held.push_back(divisor);
@@ -226,6 +238,16 @@ private:
           return sumChunks(received, own, divisor, n, me);
         },
         std::move(held));
+  }
+
+  /// The type of a mean's divisor for an input of type `t`: float for the
+  /// 16-bit types, `t` otherwise.
+  static at::ScalarType divisorType(at::ScalarType t) {
+    if (t == at::kBFloat16 || t == at::kHalf)
+      return at::kFloat;
+    if (t == at::kComplexHalf)
+      return at::kComplexFloat;
+    return t;
   }
 
   /// Rank `me`'s chunk of the sum of the ranks' inputs: the others' chunks

@@ -29,11 +29,11 @@ constexpr int64_t kWorkspaceBudgetBytes = int64_t(256) << 20;
 /// measured), and adds each instruction's workspace, and Gloo's staging of
 /// an all-reduce, to the live bytes, less the constants fsdp-run keeps for
 /// the whole run. With `kernels`, also times each distinct call (the
-/// median of five more runs, on values from [0.5, 1), operands beyond a
-/// core's cache evicted first) and predicts `report.time` again with the
-/// measured times in place of the machine's estimates. Fails with a
-/// diagnostic where the step is compiled for a GPU or cannot be emitted as
-/// a plan.
+/// median of five more runs, on values from [0.5, 1); operands of 1 MiB
+/// or more evicted from the caches first) and predicts `report.time`
+/// again with the measured times in place of the machine's estimates.
+/// Fails with a diagnostic where the step is compiled for a GPU or cannot
+/// be emitted as a plan.
 mlir::LogicalResult measureWorkspaces(mlir::ModuleOp module,
                                       llvm::StringRef entry,
                                       MemoryReport &report, int threads,
