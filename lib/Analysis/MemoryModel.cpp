@@ -1094,13 +1094,13 @@ SmallVector<int> Simulation::buffersOf(AllGatherStartOp gather) {
   return {output};
 }
 
-/// The bytes of the one-element divisor Gloo's mean holds for a reduction
-/// of `element`s: in float for a 16-bit type (exact for any group size),
-/// in the element's own type otherwise.
-static int64_t divisorBytes(Type element) {
+/// The bytes of the one-element divisor Gloo's mean over `n` ranks holds
+/// for a reduction of `element`s: in the element's own type, or in float
+/// for a 16-bit type beyond 256 ranks (as the runtime's divisorType).
+static int64_t divisorBytes(Type element, int64_t n) {
   if (auto complex = dyn_cast<ComplexType>(element))
-    return 2 * divisorBytes(complex.getElementType());
-  if (element.isBF16() || element.isF16())
+    return 2 * divisorBytes(complex.getElementType(), n);
+  if (n > 256 && (element.isBF16() || element.isF16()))
     return 4;
   return elementBytes(element);
 }
@@ -1123,7 +1123,8 @@ SmallVector<int> Simulation::buffersOf(ReduceScatterStartOp scatter) {
   bool mean = scatter.getReduce() == ReduceOp::mean;
   auto element = [&] {
     return divisorBytes(
-        cast<RankedTensorType>(scatter.getInput().getType()).getElementType());
+        cast<RankedTensorType>(scatter.getInput().getType()).getElementType(),
+        overWorld ? worldSize : n);
   };
   if (overWorld) {
     // The shards every rank sends, concatenated.
@@ -1186,7 +1187,7 @@ SmallVector<int> Simulation::buffersOf(AllReduceStartOp reduce) {
                   MemoryCategory::CommunicationBuffers)};
   // The mean's divisor, where there is anything to reduce.
   if (reduce.getReduce() == ReduceOp::mean && padded > 0)
-    buffers.push_back(fresh(divisorBytes(type.getElementType()),
+    buffers.push_back(fresh(divisorBytes(type.getElementType(), n),
                             MemoryCategory::CommunicationBuffers));
   return buffers;
 }

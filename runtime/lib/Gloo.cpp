@@ -223,11 +223,10 @@ private:
     }
     at::Tensor own = input.tensor_split(n)[me];
     // The mean's divisor, held from here: a division by a number would
-    // allocate the number's tensor while the sum is allocated. In float for
-    // a 16-bit input, whose type would round a group of 257 to 256 (the
-    // kernel divides in float either way, as by a number).
+    // allocate the number's tensor while the sum is allocated.
     at::Tensor divisor =
-        mean ? at::full({}, n, input.options().dtype(divisorType(input.scalar_type())))
+        mean ? at::full({}, n,
+                        input.options().dtype(divisorType(input.scalar_type(), n)))
              : at::Tensor();
     std::vector<at::Tensor> held{input, received};
     if (mean)
@@ -240,9 +239,14 @@ private:
         std::move(held));
   }
 
-  /// The type of a mean's divisor for an input of type `t`: float for the
-  /// 16-bit types, `t` otherwise.
-  static at::ScalarType divisorType(at::ScalarType t) {
+  /// The type of the divisor of a mean over `n` ranks of `t`s: `t`, whose
+  /// kernel divides by it without a cast, where it holds `n` exactly; float
+  /// for a 16-bit type beyond 256 ranks (bf16 rounds 257 to 256; the
+  /// kernel then casts the divisor, two bytes the memory model does not
+  /// count). The memory model's divisorBytes says the same.
+  static at::ScalarType divisorType(at::ScalarType t, int n) {
+    if (n <= 256)
+      return t;
     if (t == at::kBFloat16 || t == at::kHalf)
       return at::kFloat;
     if (t == at::kComplexHalf)
