@@ -13,6 +13,7 @@
 
 #include "fsdp/Dialect/ATen/IR/ATenDialect.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "fsdp/runtime/PlanSchema.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -383,6 +384,11 @@ private:
   /// What a reduction sends: its input's storage, or a contiguous copy of
   /// `bytes` where the input is not contiguous.
   int sentBuffer(Value input, int64_t bytes);
+  /// What Gloo's exchange of a reduction holds: `send` (the `bytes` it
+  /// sends, n chunks), a buffer for the other ranks' chunks, and for the
+  /// mean its divisor; nothing where there is nothing to move.
+  SmallVector<int> glooExchange(int send, int64_t bytes, int n, Type element,
+                                bool mean);
 
   // ATen calls (simulate(aten::CallOp)): one step per way a result gets
   // its storage.
@@ -1095,14 +1101,25 @@ SmallVector<int> Simulation::buffersOf(AllGatherStartOp gather) {
 }
 
 /// The bytes of the one-element divisor Gloo's mean over `n` ranks holds
-/// for a reduction of `element`s: in the element's own type, or in float
-/// for a 16-bit type beyond 256 ranks (as the runtime's divisorType).
+/// for a reduction of `element`s (plan::kDivisorInOwnTypeRanks).
 static int64_t divisorBytes(Type element, int64_t n) {
   if (auto complex = dyn_cast<ComplexType>(element))
     return 2 * divisorBytes(complex.getElementType(), n);
-  if (n > 256 && (element.isBF16() || element.isF16()))
+  if (n > plan::kDivisorInOwnTypeRanks && (element.isBF16() || element.isF16()))
     return 4;
   return elementBytes(element);
+}
+
+SmallVector<int> Simulation::glooExchange(int send, int64_t bytes, int n,
+                                          Type element, bool mean) {
+  if (bytes == 0)
+    return {};
+  SmallVector<int> buffers = {
+      send, fresh(bytes / n * (n - 1), MemoryCategory::CommunicationBuffers)};
+  if (mean)
+    buffers.push_back(fresh(divisorBytes(element, n),
+                            MemoryCategory::CommunicationBuffers));
+  return buffers;
 }
 
 SmallVector<int> Simulation::buffersOf(ReduceScatterStartOp scatter) {
@@ -1118,39 +1135,21 @@ SmallVector<int> Simulation::buffersOf(ReduceScatterStartOp scatter) {
     int64_t shard = full / (overWorld ? shardGroupSize : n);
     return {fresh(shard, MemoryCategory::Gradients), send};
   }
-  // Gloo's: what the rank sends, the other ranks' chunks it receives (its
-  // own is added from what it sends), and for the mean the divisor.
   bool mean = scatter.getReduce() == ReduceOp::mean;
-  auto element = [&] {
-    return divisorBytes(
-        cast<RankedTensorType>(scatter.getInput().getType()).getElementType(),
-        overWorld ? worldSize : n);
-  };
+  Type element =
+      cast<RankedTensorType>(scatter.getInput().getType()).getElementType();
   if (overWorld) {
     // The shards every rank sends, concatenated.
     int64_t sent = full / shardGroupSize * worldSize;
-    if (sent == 0)
-      return {};
-    SmallVector<int> buffers = {
-        fresh(sent, MemoryCategory::CommunicationBuffers),
-        fresh(sent / worldSize * (worldSize - 1),
-              MemoryCategory::CommunicationBuffers)};
-    if (mean)
-      buffers.push_back(fresh(element(), MemoryCategory::CommunicationBuffers));
-    return buffers;
+    int send = sent == 0 ? -1 : fresh(sent, MemoryCategory::CommunicationBuffers);
+    return glooExchange(send, sent, worldSize, element, mean);
   }
   if (n == 1) {
     returnsHeld[scatter.getFuture()] = true;
     return {fresh(full, MemoryCategory::Gradients)};
   }
-  if (full == 0)
-    return {};
-  SmallVector<int> buffers = {
-      sentBuffer(scatter.getInput(), full),
-      fresh(full / n * (n - 1), MemoryCategory::CommunicationBuffers)};
-  if (mean)
-    buffers.push_back(fresh(element(), MemoryCategory::CommunicationBuffers));
-  return buffers;
+  int send = full == 0 ? -1 : sentBuffer(scatter.getInput(), full);
+  return glooExchange(send, full, n, element, mean);
 }
 
 int Simulation::sentBuffer(Value input, int64_t bytes) {
@@ -1182,13 +1181,12 @@ SmallVector<int> Simulation::buffersOf(AllReduceStartOp reduce) {
   int flat = padded == count && isContiguous(layoutOf.lookup(input))
                  ? storageOf.lookup(input)
                  : fresh(padded * element, MemoryCategory::CommunicationBuffers);
-  SmallVector<int> buffers = {
-      flat, fresh(padded / n * (n - 1) * element,
-                  MemoryCategory::CommunicationBuffers)};
-  // The mean's divisor, where there is anything to reduce.
-  if (reduce.getReduce() == ReduceOp::mean && padded > 0)
-    buffers.push_back(fresh(divisorBytes(type.getElementType(), n),
-                            MemoryCategory::CommunicationBuffers));
+  SmallVector<int> buffers =
+      glooExchange(flat, padded * element, n, type.getElementType(),
+                   reduce.getReduce() == ReduceOp::mean);
+  // The padded input is held even with nothing to reduce.
+  if (buffers.empty())
+    buffers.push_back(flat);
   return buffers;
 }
 

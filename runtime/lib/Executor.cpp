@@ -645,6 +645,15 @@ Executor::measureCall(const Plan &plan, size_t i,
   for (const at::Tensor &t : operands)
     if (t.defined() && t.has_storage())
       seen.insert(t.storage().unsafeGetStorageImpl());
+  // The bytes of `t`'s storage where `stored` (the operands' and earlier
+  // results' storages) does not hold it yet: a live tensor, not workspace.
+  auto resultBytes = [](std::unordered_set<const void *> &stored,
+                        const at::Tensor &t) -> int64_t {
+    if (t.defined() && t.has_storage() &&
+        stored.insert(t.storage().unsafeGetStorageImpl()).second)
+      return static_cast<int64_t>(t.storage().nbytes());
+    return 0;
+  };
   AllocatorCounter &counter = AllocatorCounter::install();
   // One run: what it allocates beyond its results' storages.
   std::function<int64_t()> run;
@@ -669,8 +678,7 @@ Executor::measureCall(const Plan &plan, size_t i,
       for (at::Tensor &g : grads) {
         bool shared = stored.count(g.storage().unsafeGetStorageImpl()) > 0;
         g = boundGradient(std::move(g), shared);
-        if (stored.insert(g.storage().unsafeGetStorageImpl()).second)
-          results += static_cast<int64_t>(g.storage().nbytes());
+        results += resultBytes(stored, g);
       }
       return std::max<int64_t>(0, counter.peak() - before - results);
     };
@@ -685,11 +693,6 @@ Executor::measureCall(const Plan &plan, size_t i,
     run = [&] {
       std::unordered_set<const void *> stored = seen;
       int64_t results = 0;
-      auto result = [&](const at::Tensor &t) {
-        if (t.defined() && t.has_storage() &&
-            stored.insert(t.storage().unsafeGetStorageImpl()).second)
-          results += static_cast<int64_t>(t.storage().nbytes());
-      };
       torch::jit::Stack stack;
       stackOf(call, stack, [&](size_t operand, int64_t) -> const at::Tensor & {
         return operands[operand];
@@ -706,10 +709,10 @@ Executor::measureCall(const Plan &plan, size_t i,
       int64_t peak = counter.peak();
       for (const c10::IValue &v : stack) {
         if (v.isTensor())
-          result(v.toTensor());
+          results += resultBytes(stored, v.toTensor());
         else if (v.isTensorList())
           for (const at::Tensor &t : v.toTensorVector())
-            result(t);
+            results += resultBytes(stored, t);
       }
       stack.clear();
       return std::max<int64_t>(0, peak - before - results);

@@ -239,13 +239,13 @@ private:
         std::move(held));
   }
 
-  /// The type of the divisor of a mean over `n` ranks of `t`s: `t`, whose
-  /// kernel divides by it without a cast, where it holds `n` exactly; float
-  /// for a 16-bit type beyond 256 ranks (bf16 rounds 257 to 256; the
-  /// kernel then casts the divisor, two bytes the memory model does not
-  /// count). The memory model's divisorBytes says the same.
+  /// The type of the divisor of a mean over `n` ranks of `t`s
+  /// (kDivisorInOwnTypeRanks): `t`, whose kernel divides by it without a
+  /// cast, where it holds `n` exactly; float for a 16-bit type beyond
+  /// (bf16 rounds 257 to 256; the kernel then casts the divisor, two bytes
+  /// the memory model does not count).
   static at::ScalarType divisorType(at::ScalarType t, int n) {
-    if (n <= 256)
+    if (n <= fsdp::plan::kDivisorInOwnTypeRanks)
       return t;
     if (t == at::kBFloat16 || t == at::kHalf)
       return at::kFloat;

@@ -223,7 +223,6 @@ void LocalRanks::start(const std::string &exe, std::vector<std::string> &args,
   }
 }
 
-
 /// In the child: becomes rank `r`.
 void LocalRanks::execRank(int64_t r, const std::string &exe,
                           std::vector<std::string> &args,

@@ -55,6 +55,13 @@ inline std::optional<DType> parseDType(std::string_view name) {
   return std::nullopt;
 }
 
+/// Gloo's mean over a group divides by a one-element tensor of the group's
+/// size, held from the reduction's start: in the reduced type up to this
+/// many ranks (which a 16-bit type holds exactly), and beyond it in float
+/// for a 16-bit type (complex float for complex half). The runtime makes
+/// it so; the memory model counts its bytes.
+inline constexpr int kDivisorInOwnTypeRanks = 256;
+
 /// The ranks a collective runs over: all of them, the rank's shard group
 /// (consecutive ranks that shard a flat parameter), or its replica group
 /// (the ranks at its index in the other shard groups).
