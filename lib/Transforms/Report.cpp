@@ -331,8 +331,11 @@ void fsdp::printMemoryReport(const MemoryReport &report, raw_ostream &os) {
      << report.machine.name << " (" << report.machine.source << ", "
      << report.machine.ranks << (report.machine.ranks == 1 ? " rank" : " ranks")
      << " sharing it): computation " << formatSeconds(t.computeSeconds)
-     << ", collectives " << formatSeconds(t.collectiveSeconds) << " of which "
-     << formatSeconds(t.exposedSeconds) << " not overlapped; "
+     << ", collectives " << formatSeconds(t.collectiveSeconds);
+  if (t.lagSeconds > 0)
+    os << " (starting " << formatSeconds(t.lagSeconds)
+       << " later for the slowest rank)";
+  os << " of which " << formatSeconds(t.exposedSeconds) << " not overlapped; "
      << llvm::format("%.3f", t.flops / 1e9) << " GFLOP";
   if (t.measuredCalls > 0)
     os << "; " << t.measuredCalls << " calls timed here";
@@ -380,6 +383,7 @@ void fsdp::writeMemoryReportJSON(const MemoryReport &report,
       {"exposed_seconds", report.time.exposedSeconds},
       {"flops", report.time.flops},
       {"loss_seconds", report.time.lossSeconds},
+      {"lag_seconds", report.time.lagSeconds},
       {"measured_calls", report.time.measuredCalls},
       {"instruction_seconds", llvm::json::Array(report.time.instructionSeconds)}};
   if (const auto &a = report.allocator) {

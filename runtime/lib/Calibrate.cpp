@@ -4,7 +4,8 @@
 // (fsdp/runtime/MachineSchema.h): every rank measures at once, as the ranks
 // of a run compute at once on the machine they share, and rank 0 writes the
 // ranks' mean. Each figure is the median of rounds that start together
-// (after an all-reduce), after a warm-up.
+// (after an all-reduce), after a warm-up; the ranks' skew, a mean (what a
+// step pays is in the rounds' tail).
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,6 +73,51 @@ struct Calibration {
     }
     std::sort(rounds.begin(), rounds.end());
     return rounds[rounds.size() / 2];
+  }
+
+  /// How much longer `collective` takes, per second of computation before
+  /// it, after `many` calls of `work` than after one, every time from a
+  /// barrier. Most rounds it takes no longer; in some a rank's work runs
+  /// late (the machine's other work, the other ranks' threads on its core)
+  /// and the others wait for it: a step pays those waits, so the rounds'
+  /// mean counts, less the slowest tenth of rounds (where one stall would
+  /// decide the figure).
+  double skew(int many, const std::function<void()> &work,
+              const std::function<void()> &collective) {
+    constexpr int kSkewRounds = 61;
+    using Clock = std::chrono::steady_clock;
+    auto seconds = [](Clock::time_point from, Clock::time_point to) {
+      return std::chrono::duration<double>(to - from).count();
+    };
+    std::vector<double> computed[2], waited[2];
+    work();
+    collective();
+    sync();
+    for (int round = 0; round < kSkewRounds; ++round) {
+      for (int k = 0; k < 2; ++k) {
+        barrier();
+        auto start = Clock::now();
+        for (int i = 0, n = k == 0 ? 1 : many; i < n; ++i)
+          work();
+        sync();
+        auto ready = Clock::now();
+        collective();
+        sync();
+        computed[k].push_back(seconds(start, ready));
+        waited[k].push_back(seconds(ready, Clock::now()));
+      }
+    }
+    auto meanOfMost = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      v.resize(v.size() - v.size() / 10);
+      double sum = 0;
+      for (double x : v)
+        sum += x;
+      return sum / static_cast<double>(v.size());
+    };
+    double longer = meanOfMost(computed[1]) - meanOfMost(computed[0]);
+    double extra = meanOfMost(waited[1]) - meanOfMost(waited[0]);
+    return std::clamp(extra / std::max(longer, 1e-9), 0.0, 1.0);
   }
 
   /// The mean of `value` over the ranks.
@@ -196,7 +242,7 @@ int calibrateMachine(const RunOptions &o, const RankInfo &info,
   // Collectives: an all-gather of a small shard (its latency), and an
   // all-gather and a reduce-scatter of a 4 MiB buffer (their bandwidth);
   // then the all-gather beside products.
-  double latency = 0, bandwidth = 0, overlap = 0;
+  double latency = 0, bandwidth = 0, overlap = 0, skew = 0;
   if (world > 1) {
     at::Tensor small = at::randn({64}, options);
     at::Tensor shard = at::randn({big / world}, options);
@@ -235,6 +281,13 @@ int calibrateMachine(const RunOptions &o, const RankInfo &info,
     double alone = products * mm;
     double hidden = alone + gatherBig - both;
     overlap = std::clamp(hidden / std::min(alone, gatherBig), 0.0, 1.0);
+
+    // The slowest rank: the small all-gather right after one product and
+    // right after about 5 ms of them, both from a barrier; per second of
+    // the longer computation, how much longer the gather then takes.
+    int many = std::clamp(static_cast<int>(5e-3 / std::max(mm, 1e-9)), 2, 1000);
+    skew = c.skew(many, [&] { (void)at::mm(a, b); },
+                  [&] { (void)comm->allGather(small, CommGroup::World)->wait(); });
   }
 
   // In MachineSchema.h's order.
@@ -251,12 +304,14 @@ int calibrateMachine(const RunOptions &o, const RankInfo &info,
       {"copy_bytes_per_s", c.mean(4.0 * big / std::max(copy - overhead, 1e-9))},
   };
   overlap = c.mean(overlap);
+  skew = c.mean(skew);
   if (world == 1) {
     // No collective in a world of one rank; the plans of one rank have
     // none to predict. The file still needs positive numbers.
     rates["collective_bytes_per_s"] = rates["memory_bytes_per_s"];
     rates["collective_latency_s"] = rates["op_overhead_s"];
     overlap = 1;
+    skew = 0;
   }
   if (!lead)
     return 0;
@@ -278,6 +333,10 @@ int calibrateMachine(const RunOptions &o, const RankInfo &info,
   file[machine::kOverlapKey] = overlap;
   std::printf("  %-24s %12.4g  %s\n", machine::kOverlapKey, overlap,
               "how much of a collective runs beside the computation");
+  file[machine::kSkewKey] = skew;
+  std::printf("  %-24s %12.4g  %s\n", machine::kSkewKey, skew,
+              "a collective's wait for the slowest rank, per second the "
+              "ranks computed apart");
   if (world == 1)
     std::printf("  (one rank: the collective rates are not measured; plans "
                 "of one rank have no collective)\n");

@@ -15,6 +15,12 @@
 // RUN: sed 's/"memory_bytes_per_s": -5/"memory_bytes_per_s": 5/; s/"collective_overlap": 1/"collective_overlap": 2/' %t/negative.json > %t/overlap.json
 // RUN: not fsdp-opt %s --fsdp-memory-report=machine=%t/overlap.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=OVERLAP
 // OVERLAP: error: machine file '{{.*}}overlap.json': 'collective_overlap' is missing or not a number from 0 to 1
+// RUN: sed 's/"collective_overlap": 2/"collective_overlap": 1, "collective_skew": 1.5/' %t/overlap.json > %t/skew.json
+// RUN: not fsdp-opt %s --fsdp-memory-report=machine=%t/skew.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=SKEW
+// SKEW: error: machine file '{{.*}}skew.json': 'collective_skew' is not a number from 0 to 1
+// RUN: sed 's/"collective_overlap": 2/"collective_overlap": 1, "collective_skew": "low"/' %t/overlap.json > %t/skewtext.json
+// RUN: not fsdp-opt %s --fsdp-memory-report=machine=%t/skewtext.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=SKEWTEXT
+// SKEWTEXT: error: machine file '{{.*}}skewtext.json': 'collective_skew' is not a number from 0 to 1
 // RUN: sed 's/"collective_overlap": 2/"collective_overlap": 1, "turbo": 1/' %t/overlap.json > %t/unknown.json
 // RUN: not fsdp-opt %s --fsdp-memory-report=machine=%t/unknown.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // UNKNOWN: error: machine file '{{.*}}unknown.json': unknown key 'turbo'

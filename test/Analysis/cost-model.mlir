@@ -1,12 +1,16 @@
 // The cost model on a small step: the predicted time of each instruction
 // from a machine file's rates, and the step's time with collectives that
-// overlap the computation (collective_overlap 1) and that do not (0).
+// overlap the computation (collective_overlap 1) and that do not (0), and
+// with ranks that fall apart as they compute (collective_skew).
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: echo '{"fsdp_machine_version": 1, "machine": "test", "ranks": 2, "matmul_flops_per_s": 100, "matmul_half_flops_per_s": 1000, "conv_flops_per_s": 100, "memory_bytes_per_s": 1000, "host_memory_bytes_per_s": 1000, "op_overhead_s": 0.001, "collective_bytes_per_s": 1000, "collective_latency_s": 0.01, "copy_bytes_per_s": 1000, "collective_overlap": 1}' > %t/overlap.json
 // RUN: sed 's/"collective_overlap": 1/"collective_overlap": 0/' %t/overlap.json > %t/serial.json
 // RUN: fsdp-opt %s --split-input-file --fsdp-memory-report=machine=%t/overlap.json -o /dev/null | FileCheck %s --check-prefix=OVERLAP
 // RUN: fsdp-opt %s --split-input-file --fsdp-memory-report=machine=%t/serial.json -o /dev/null | FileCheck %s --check-prefix=SERIAL
 // RUN: fsdp-opt %s --split-input-file --fsdp-memory-report="json=true machine=%t/overlap.json" -o /dev/null | FileCheck %s --check-prefix=JSON
+// RUN: sed 's/"collective_overlap": 1/"collective_overlap": 1, "collective_skew": 0.5/' %t/overlap.json > %t/skew.json
+// RUN: fsdp-opt %s --split-input-file --fsdp-memory-report=machine=%t/skew.json -o /dev/null | FileCheck %s --check-prefix=SKEW
+// RUN: fsdp-opt %s --split-input-file --fsdp-memory-report="json=true machine=%t/skew.json" -o /dev/null | FileCheck %s --check-prefix=SKEWJSON
 
 // Instruction by instruction, overlapped: #1 the all-gather moves half of
 // its 32-byte output (16 B at 1000 B/s) after its 10 ms latency: 26 ms on
@@ -19,6 +23,14 @@
 // OVERLAP: step time: 478.00 ms predicted on test ({{.*}}overlap.json, 2 ranks sharing it): computation 452.00 ms, collectives 52.00 ms of which 26.00 ms not overlapped; 0.000 GFLOP
 // Serial: each collective blocks the computation for its whole time.
 // SERIAL: step time: 504.00 ms predicted on test ({{.*}}serial.json, 2 ranks sharing it): computation 452.00 ms, collectives 52.00 ms of which 52.00 ms not overlapped; 0.000 GFLOP
+// With a skew of 0.5, a collective starts half the computation since the
+// ranks last waited together later: #1 after none (0 ms), and #2's wait
+// holds the ranks together; #8 after #4-#6's 1 + 321 + 97 = 419 ms, so
+// 209.5 ms later: at 445 + 209.5, done at 680.5 ms, which #10 waits for
+// (202.5 ms beside #2's 26 not overlapped).
+// SKEW: step time: 680.50 ms predicted on test ({{.*}}skew.json, 2 ranks sharing it): computation 452.00 ms, collectives 52.00 ms (starting 209.50 ms later for the slowest rank) of which 228.50 ms not overlapped; 0.000 GFLOP
+// SKEWJSON: "lag_seconds":0.2095{{[0-9]*}}
+// SKEWJSON-SAME: "step_seconds":0.6805{{[0-9]*}}
 // (Times print with a double's every digit: 0.026000000000000002.)
 // JSON: "collective_seconds":0.052{{[0-9]*}}
 // JSON-SAME: "flops":32
@@ -55,6 +67,9 @@ module attributes {fsdp.world_size = 2 : i64, fsdp.shard_group_size = 2 : i64} {
 // of one rank has no collective time.
 // OVERLAP: step time: 5.35 s predicted on test
 // OVERLAP-SAME: computation 5.35 s, collectives 0 us of which 0 us not overlapped; 0.000 GFLOP
+// SKEW: step time: 5.35 s predicted on test
+// SKEW-SAME: computation 5.35 s, collectives 0 us of which 0 us not overlapped; 0.000 GFLOP
+// SKEWJSON: "lag_seconds":0,
 // JSON: "flops":1456
 // JSON-SAME: "instruction_seconds":[4.321{{[0-9]*}},1.02{{[0-9]*}}]
 
@@ -77,6 +92,11 @@ module attributes {fsdp.world_size = 1 : i64, fsdp.shard_group_size = 1 : i64} {
 // JSON: "instruction_seconds":[{{0.03(7|69)[0-9]*}}]
 // JSON-SAME: "loss_seconds":0.018{{[0-9]*}}
 // JSON-SAME: "measured_calls":0
+// With a skew of 0.5 the all-reduce starts 18.5 ms late, after the 37 ms
+// the ranks computed apart: 37 + 18.5 + 18 = 73.5 ms.
+// SKEW: step time: 73.50 ms predicted on test
+// SKEW-SAME: computation 37.00 ms, collectives 18.00 ms (starting 18.50 ms later for the slowest rank) of which 36.50 ms not overlapped
+// SKEWJSON: "lag_seconds":{{0.0185[0-9]*|0.01849[0-9]*}}
 
 module attributes {fsdp.world_size = 2 : i64, fsdp.shard_group_size = 2 : i64} {
   func.func @train_step(%x: tensor<8xf32>) -> tensor<f32> {

@@ -14,7 +14,9 @@
 // all-reduce) at the machine's collective rate, after a fixed latency; it
 // runs on a timeline of its own, overlapping the computation by the
 // machine's `collective_overlap`, and a wait blocks the computation until
-// its collective is done. CPU offload's copies move their bytes at the
+// its collective is done. A collective starts only when the slowest rank
+// joins it: later, by the machine's `collective_skew`, the longer the
+// ranks computed since a wait last held them together. CPU offload's copies move their bytes at the
 // copy rate.
 //
 // Where the step returns a loss (a 0-d floating-point first result), the
@@ -53,6 +55,9 @@ struct MachineRates {
   double collectiveBytesPerSec = 0, collectiveLatencySec = 0;
   double copyBytesPerSec = 0;
   double collectiveOverlap = 0;
+  /// A collective's wait for the slowest rank per second computed since
+  /// the ranks last waited together (MachineSchema.h's kSkewKey).
+  double collectiveSkew = 0;
 };
 
 /// The built-in machines' names, for help and errors.
@@ -77,6 +82,10 @@ struct TimePrediction {
   /// or for a step without a loss), counted in the collectives' time and
   /// the time not overlapped.
   double lossSeconds = 0;
+  /// How much later the collectives started than this rank was ready for
+  /// them, waiting for the slowest rank (the machine's collective_skew
+  /// times the computation since the ranks last waited together).
+  double lagSeconds = 0;
   /// Calls whose time is a measured one.
   int64_t measuredCalls = 0;
   /// The predicted time of each instruction (a collective's: its own

@@ -48,6 +48,14 @@ inline constexpr RateKey kRateKeys[] = {
 /// streams of its own: NCCL).
 inline constexpr const char *kOverlapKey = "collective_overlap";
 
+/// How long a collective waits for the slowest rank, per second the ranks
+/// computed since they last waited together: their kernels run late by
+/// different amounts (the machine's other work, the other ranks' and
+/// Gloo's threads taking a core), and a collective completes only when the
+/// last rank has joined it. From 0 to 1. A file without it (written before
+/// fsdp-run measured it) predicts no such wait.
+inline constexpr const char *kSkewKey = "collective_skew";
+
 } // namespace fsdp::machine
 
 #endif // FSDP_RUNTIME_MACHINESCHEMA_H
