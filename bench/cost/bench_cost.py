@@ -1,7 +1,8 @@
 """The cost model against fsdp-run: predicted step time beside measured.
 
     .venv/bin/python bench/cost/bench_cost.py [--machine FILE|cpu] [--calibrate]
-        [--ranks 1 2] [--steps 30] [--warmup 5] [--models mlp cnn gpt encoder resnet18 gpt2]
+        [--ranks 1 2] [--steps 30] [--warmup 5] [--repeat 1]
+        [--models mlp cnn gpt encoder resnet18 gpt2]
 
 For each model and rank count: export it (traced), compile its training
 step with fsdp-opt (cross-entropy, AdamW, FULL_SHARD, size-based wrapping
@@ -16,6 +17,10 @@ rates'. With --calibrate, first measure this machine's rates (fsdp-opt
 The fixtures (test/fixtures/models.py) are those the compiler is tested
 on; resnet18 (torchvision) and gpt2 (transformers' GPT2LMHeadModel from a
 small config, random weights) are models the cost model was not fitted to.
+With --repeat N, each model and rank count is compiled and run N times,
+each time with a calibration of its own (made before the first model):
+the table then gives the medians and the ratios' range, since on a shared
+machine both sides move between runs.
 Prints a markdown table: predicted (rates; kernels timed) and measured ms,
 their ratios, and the predicted share of the step in collectives not
 overlapped.
@@ -116,22 +121,28 @@ def main():
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--models", nargs="*", default=list(CONFIGS))
+    p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     args = p.parse_args()
     opt, run = os.path.join(args.bin, "fsdp-opt"), os.path.join(args.bin, "fsdp-run")
 
     with tempfile.TemporaryDirectory() as tmp:
+        # One machine per repeat: a calibration moves between runs too.
         machines = {}
         for ranks in args.ranks:
-            if args.calibrate:
-                path = os.path.join(tmp, f"machine-{ranks}.json")
+            machines[ranks] = []
+            for r in range(args.repeat):
+                if not args.calibrate:
+                    machines[ranks].append(args.machine)
+                    continue
+                path = os.path.join(tmp, f"machine-{ranks}-{r}.json")
                 subprocess.run([opt, "--calibrate", "--world-size", str(ranks), "-o", path],
                                check=True, stdout=subprocess.DEVNULL)
-                machines[ranks] = path
-            else:
-                machines[ranks] = args.machine
+                machines[ranks].append(path)
+        repeats = (f"; the median over {args.repeat} repeats (each its own calibration, "
+                   "compiles and run), the ratios' range in brackets" if args.repeat > 1 else "")
         print(f"machine {'calibrated here' if args.calibrate else args.machine}; "
-              f"median step_ms of steps {args.warmup + 1}-{args.steps} on rank 0\n")
+              f"median step_ms of steps {args.warmup + 1}-{args.steps} on rank 0{repeats}\n")
         print("| model | params | ranks | batch/rank | predicted ms (rates) "
               "| predicted ms (kernels timed) | measured ms | rates / measured "
               "| kernels timed / measured | collectives not overlapped |")
@@ -145,34 +156,51 @@ def main():
             for ranks in args.ranks:
                 data_path = os.path.join(tmp, f"{name}-{ranks}.data.pt")
                 write_data(inputs, out, gen, args.steps, ranks, data_path)
-                plan = os.path.join(tmp, f"{name}-{ranks}.plan")
-                report = os.path.join(tmp, f"{name}-{ranks}.json")
-                metrics = os.path.join(tmp, f"{name}-{ranks}.jsonl")
-                compile_args = [opt, model, "--loss", "cross_entropy", "--optimizer", "adamw",
-                                "--lr", "1e-3", "--world-size", str(ranks),
-                                "--sharding", "FULL_SHARD", "--auto-wrap", "size",
-                                "--min-num-params", str(min_params),
-                                "--machine", machines[ranks]]
-                subprocess.run(compile_args + ["--memory-report-json", report, "--emit", "plan",
-                                               "-o", plan], check=True)
-                timed = os.path.join(tmp, f"{name}-{ranks}.kernels.json")
-                subprocess.run(compile_args + ["--measure-kernels", "--memory-report-json", timed,
-                                               "-o", os.devnull], check=True)
-                subprocess.run([run, plan, "--model", model, "--data", data_path,
-                                "--nproc", str(ranks), "--metrics", metrics],
-                               check=True, stdout=subprocess.DEVNULL)
-                with open(report) as f:
-                    predicted = json.load(f)
-                with open(timed) as f:
-                    kernels_ms = json.load(f)["step_seconds"] * 1e3
-                with open(metrics) as f:
-                    steps = [j["step_ms"] for j in map(json.loads, f) if "step" in j]
-                measured = statistics.median(steps[args.warmup:])
-                ms = predicted["step_seconds"] * 1e3
-                exposed = predicted["exposed_seconds"] / max(predicted["step_seconds"], 1e-12)
-                print(f"| {name} | {params / 1e6:.2f}M | {ranks} | {batch} | {ms:.2f} | "
-                      f"{kernels_ms:.2f} | {measured:.2f} | {ms / measured:.2f} | "
-                      f"{kernels_ms / measured:.2f} | {100 * exposed:.0f}% |", flush=True)
+                rows = []
+                for machine in machines[ranks]:
+                    rows.append(predict_and_run(opt, run, model, data_path, ranks,
+                                                min_params, machine, args, tmp, name))
+                rates, kernels, measured, exposed = (statistics.median(col)
+                                                     for col in zip(*rows))
+
+                def ratio(k):
+                    r = f"{statistics.median(row[k] / row[2] for row in rows):.2f}"
+                    if len(rows) > 1:
+                        r += f" ({min(row[k] / row[2] for row in rows):.2f}-" \
+                             f"{max(row[k] / row[2] for row in rows):.2f})"
+                    return r
+                print(f"| {name} | {params / 1e6:.2f}M | {ranks} | {batch} | {rates:.2f} | "
+                      f"{kernels:.2f} | {measured:.2f} | {ratio(0)} | "
+                      f"{ratio(1)} | {100 * exposed:.0f}% |", flush=True)
+
+
+def predict_and_run(opt, run, model, data_path, ranks, min_params, machine, args, tmp, name):
+    """Predicted (rates; kernels timed) and measured ms of one compile and
+    run, and the predicted share not overlapped."""
+    plan = os.path.join(tmp, f"{name}-{ranks}.plan")
+    report = os.path.join(tmp, f"{name}-{ranks}.json")
+    metrics = os.path.join(tmp, f"{name}-{ranks}.jsonl")
+    compile_args = [opt, model, "--loss", "cross_entropy", "--optimizer", "adamw",
+                    "--lr", "1e-3", "--world-size", str(ranks),
+                    "--sharding", "FULL_SHARD", "--auto-wrap", "size",
+                    "--min-num-params", str(min_params), "--machine", machine]
+    subprocess.run(compile_args + ["--memory-report-json", report, "--emit", "plan",
+                                   "-o", plan], check=True)
+    timed = os.path.join(tmp, f"{name}-{ranks}.kernels.json")
+    subprocess.run(compile_args + ["--measure-kernels", "--memory-report-json", timed,
+                                   "-o", os.devnull], check=True)
+    subprocess.run([run, plan, "--model", model, "--data", data_path,
+                    "--nproc", str(ranks), "--metrics", metrics],
+                   check=True, stdout=subprocess.DEVNULL)
+    with open(report) as f:
+        predicted = json.load(f)
+    with open(timed) as f:
+        kernels_ms = json.load(f)["step_seconds"] * 1e3
+    with open(metrics) as f:
+        steps = [j["step_ms"] for j in map(json.loads, f) if "step" in j]
+    measured = statistics.median(steps[args.warmup:])
+    exposed = predicted["exposed_seconds"] / max(predicted["step_seconds"], 1e-12)
+    return predicted["step_seconds"] * 1e3, kernels_ms, measured, exposed
 
 
 if __name__ == "__main__":
