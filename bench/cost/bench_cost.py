@@ -124,6 +124,8 @@ def main():
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     args = p.parse_args()
+    if args.repeat < 1:
+        p.error("--repeat must be at least 1")
     opt, run = os.path.join(args.bin, "fsdp-opt"), os.path.join(args.bin, "fsdp-run")
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -350,6 +350,9 @@ struct Timeline {
       double until = ready + blocked;
       out.exposedSeconds += until - now;
       now = until;
+      // Held until the collective is done: the ranks are together again.
+      if (now >= comms)
+        sinceTogether = 0;
     }
     return seconds;
   }

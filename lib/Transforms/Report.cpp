@@ -332,10 +332,15 @@ void fsdp::printMemoryReport(const MemoryReport &report, raw_ostream &os) {
      << report.machine.ranks << (report.machine.ranks == 1 ? " rank" : " ranks")
      << " sharing it): computation " << formatSeconds(t.computeSeconds)
      << ", collectives " << formatSeconds(t.collectiveSeconds);
+  // The time not overlapped then includes the waits for the slowest rank.
   if (t.lagSeconds > 0)
-    os << " (starting " << formatSeconds(t.lagSeconds)
-       << " later for the slowest rank)";
-  os << " of which " << formatSeconds(t.exposedSeconds) << " not overlapped; "
+    os << " starting " << formatSeconds(t.lagSeconds)
+       << " later for the slowest rank; " << formatSeconds(t.exposedSeconds)
+       << " not overlapped or waiting for it; ";
+  else
+    os << " of which " << formatSeconds(t.exposedSeconds)
+       << " not overlapped; ";
+  os
      << llvm::format("%.3f", t.flops / 1e9) << " GFLOP";
   if (t.measuredCalls > 0)
     os << "; " << t.measuredCalls << " calls timed here";

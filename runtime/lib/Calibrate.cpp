@@ -4,8 +4,9 @@
 // (fsdp/runtime/MachineSchema.h): every rank measures at once, as the ranks
 // of a run compute at once on the machine they share, and rank 0 writes the
 // ranks' mean. Each figure is the median of rounds that start together
-// (after an all-reduce), after a warm-up; the ranks' skew, a mean (what a
-// step pays is in the rounds' tail).
+// (after an all-reduce), after a warm-up; the ranks' skew is a mean of
+// rounds less their slowest tenth (what a step pays is in the rounds'
+// tail, which one stall would otherwise decide).
 //
 //===----------------------------------------------------------------------===//
 
@@ -117,7 +118,9 @@ struct Calibration {
     };
     double longer = meanOfMost(computed[1]) - meanOfMost(computed[0]);
     double extra = meanOfMost(waited[1]) - meanOfMost(waited[0]);
-    return std::clamp(extra / std::max(longer, 1e-9), 0.0, 1.0);
+    // Unclamped (the ranks' mean is clamped): noise either way averages
+    // out. Where the longer computation was not longer, nothing to say.
+    return longer > 0 ? extra / longer : 0.0;
   }
 
   /// The mean of `value` over the ranks.
@@ -285,7 +288,10 @@ int calibrateMachine(const RunOptions &o, const RankInfo &info,
     // The slowest rank: the small all-gather right after one product and
     // right after about 5 ms of them, both from a barrier; per second of
     // the longer computation, how much longer the gather then takes.
-    int many = std::clamp(static_cast<int>(5e-3 / std::max(mm, 1e-9)), 2, 1000);
+    // The same number on every rank (from the ranks' mean product), so
+    // that they compute alike and only their lateness differs.
+    int many = std::clamp(static_cast<int>(5e-3 / std::max(c.mean(mm), 1e-9)),
+                          2, 1000);
     skew = c.skew(many, [&] { (void)at::mm(a, b); },
                   [&] { (void)comm->allGather(small, CommGroup::World)->wait(); });
   }
@@ -304,7 +310,7 @@ int calibrateMachine(const RunOptions &o, const RankInfo &info,
       {"copy_bytes_per_s", c.mean(4.0 * big / std::max(copy - overhead, 1e-9))},
   };
   overlap = c.mean(overlap);
-  skew = c.mean(skew);
+  skew = std::clamp(c.mean(skew), 0.0, 1.0);
   if (world == 1) {
     // No collective in a world of one rank; the plans of one rank have
     // none to predict. The file still needs positive numbers.

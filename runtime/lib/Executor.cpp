@@ -753,9 +753,13 @@ Executor::measureCall(const Plan &plan, size_t i,
   // too large for the heap is mapped afresh every time, in a step too).
   // For tests of that rule: the first N timed runs of every call also
   // fault a fresh page in and take 10 ms more.
-  int faulting = 0;
-  if (const char *n = std::getenv("FSDP_TEST_FAULTING_TIMED_RUNS"))
-    faulting = std::atoi(n);
+  long faulting = 0;
+  if (const char *n = std::getenv("FSDP_TEST_FAULTING_TIMED_RUNS")) {
+    char *end = nullptr;
+    faulting = std::strtol(n, &end, 10);
+    if (end == n || *end != '\0')
+      faulting = 0;
+  }
   std::vector<double> times, clean;
   for (int k = 0; k < timedRuns; ++k) {
     if (beforeTimedRun)

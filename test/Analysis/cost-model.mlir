@@ -11,6 +11,8 @@
 // RUN: sed 's/"collective_overlap": 1/"collective_overlap": 1, "collective_skew": 0.5/' %t/overlap.json > %t/skew.json
 // RUN: fsdp-opt %s --split-input-file --fsdp-memory-report=machine=%t/skew.json -o /dev/null | FileCheck %s --check-prefix=SKEW
 // RUN: fsdp-opt %s --split-input-file --fsdp-memory-report="json=true machine=%t/skew.json" -o /dev/null | FileCheck %s --check-prefix=SKEWJSON
+// RUN: sed 's/"collective_overlap": 1/"collective_overlap": 0, "collective_skew": 0.5/' %t/overlap.json > %t/serialskew.json
+// RUN: fsdp-opt %s --split-input-file --fsdp-memory-report=machine=%t/serialskew.json -o /dev/null | FileCheck %s --check-prefix=SERIALSKEW
 
 // Instruction by instruction, overlapped: #1 the all-gather moves half of
 // its 32-byte output (16 B at 1000 B/s) after its 10 ms latency: 26 ms on
@@ -28,7 +30,7 @@
 // holds the ranks together; #8 after #4-#6's 1 + 321 + 97 = 419 ms, so
 // 209.5 ms later: at 445 + 209.5, done at 680.5 ms, which #10 waits for
 // (202.5 ms beside #2's 26 not overlapped).
-// SKEW: step time: 680.50 ms predicted on test ({{.*}}skew.json, 2 ranks sharing it): computation 452.00 ms, collectives 52.00 ms (starting 209.50 ms later for the slowest rank) of which 228.50 ms not overlapped; 0.000 GFLOP
+// SKEW: step time: 680.50 ms predicted on test ({{.*}}skew.json, 2 ranks sharing it): computation 452.00 ms, collectives 52.00 ms starting 209.50 ms later for the slowest rank; 228.50 ms not overlapped or waiting for it; 0.000 GFLOP
 // SKEWJSON: "lag_seconds":0.2095{{[0-9]*}}
 // SKEWJSON-SAME: "step_seconds":0.6805{{[0-9]*}}
 // (Times print with a double's every digit: 0.026000000000000002.)
@@ -95,12 +97,42 @@ module attributes {fsdp.world_size = 1 : i64, fsdp.shard_group_size = 1 : i64} {
 // With a skew of 0.5 the all-reduce starts 18.5 ms late, after the 37 ms
 // the ranks computed apart: 37 + 18.5 + 18 = 73.5 ms.
 // SKEW: step time: 73.50 ms predicted on test
-// SKEW-SAME: computation 37.00 ms, collectives 18.00 ms (starting 18.50 ms later for the slowest rank) of which 36.50 ms not overlapped
+// SKEW-SAME: computation 37.00 ms, collectives 18.00 ms starting 18.50 ms later for the slowest rank; 36.50 ms not overlapped or waiting for it
 // SKEWJSON: "lag_seconds":{{0.0185[0-9]*|0.01849[0-9]*}}
 
 module attributes {fsdp.world_size = 2 : i64, fsdp.shard_group_size = 2 : i64} {
   func.func @train_step(%x: tensor<8xf32>) -> tensor<f32> {
     %l = aten.call "aten::sum"(%x, none) : (tensor<8xf32>) -> tensor<f32>
     return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// A collective the computation is held for until it is done holds the
+// ranks together, as a wait does: with overlap 0 and a skew of 0.5, #0's
+// 65 ms (64 bytes) start #2's all-gather 32.5 ms late (at 97.5, done at
+// 123.5; the computation held 26 ms, to 91); #3's reduce-scatter, queued
+// behind it, starts when it ends (123.5, no later: 91 + 32.5) and holds
+// the computation to its end (149.5): together again. #6's add (97 ms)
+// alone then delays #8's all-gather: 48.5 ms (not 81, had #0's 65 ms
+// still counted), done at 321.
+// SERIALSKEW: step time: 321.00 ms predicted on test ({{.*}}serialskew.json, 2 ranks sharing it): computation 162.00 ms, collectives 78.00 ms starting 81.00 ms later for the slowest rank; 159.00 ms not overlapped or waiting for it; 0.000 GFLOP
+
+module attributes {fsdp.world_size = 2 : i64, fsdp.shard_group_size = 2 : i64} {
+  fsdp.param @w : tensor<8xf32> in "a" : "L"
+  fsdp.flat_param @a for "a" params [@w] offsets [0] numel 8 padded 8 shards 2 : f32
+  func.func @train_step(%x: tensor<8xf32>) {
+    %r = aten.call "aten::relu"(%x) : (tensor<8xf32>) -> tensor<8xf32>
+    %s = fsdp.get @a : tensor<4xf32>
+    %f = fsdp.all_gather.start %s for @a group shard : tensor<4xf32> -> !fsdp.future<tensor<8xf32>>
+    %g = fsdp.reduce_scatter.start %r for @a group shard reduce mean : tensor<8xf32> -> !fsdp.future<tensor<4xf32>>
+    %b = fsdp.wait %f : !fsdp.future<tensor<8xf32>>
+    %gs = fsdp.wait %g : !fsdp.future<tensor<4xf32>>
+    %sum = aten.call "aten::add.Tensor"(%b, %r, 1) : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    fsdp.free %b : tensor<8xf32>
+    %h = fsdp.all_gather.start %s for @a group shard : tensor<4xf32> -> !fsdp.future<tensor<8xf32>>
+    %c = fsdp.wait %h : !fsdp.future<tensor<8xf32>>
+    return
   }
 }

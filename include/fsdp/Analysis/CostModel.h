@@ -16,8 +16,9 @@
 // machine's `collective_overlap`, and a wait blocks the computation until
 // its collective is done. A collective starts only when the slowest rank
 // joins it: later, by the machine's `collective_skew`, the longer the
-// ranks computed since a wait last held them together. CPU offload's copies move their bytes at the
-// copy rate.
+// ranks computed since a wait (or a collective the computation was held
+// for to its end) last held them together. CPU offload's copies move
+// their bytes at the copy rate.
 //
 // Where the step returns a loss (a 0-d floating-point first result), the
 // step as fsdp-run times it ends with the ranks' losses all-reduced: one

@@ -128,7 +128,8 @@ public:
     /// workspaces, which a rank's allocator holds on top of the live
     /// tensors while it runs.
     int64_t workspaceBytes = 0;
-    /// The median time of `timedRuns` further runs (0 without any).
+    /// The median time of `timedRuns` further runs, of those that took no
+    /// page fault where any did not (0 without any).
     double seconds = 0;
   };
   /// Runs call instruction #i of `plan` once on `operands` (its tensor

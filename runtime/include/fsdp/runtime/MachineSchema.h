@@ -2,9 +2,10 @@
 //
 // The rates of a machine, as `fsdp-run --calibrate FILE` measures them and
 // the compiler's cost model (fsdp/Analysis/CostModel.h) reads them: one JSON
-// object of these keys, each a positive number but `machine` (its name) and
-// `ranks` (how many ranks shared the machine while it was measured). The
-// runtime writes the file; both sides include this header (standard library
+// object of these keys, each a positive number but `machine` (its name),
+// `ranks` (how many ranks shared the machine while it was measured) and
+// the two fractions from 0 to 1 (overlap, and skew, which a file may leave
+// out). The runtime writes the file; both sides include this header (standard library
 // only), so the names cannot drift apart.
 //
 //===----------------------------------------------------------------------===//
