@@ -42,6 +42,19 @@ int64_t residentBytes() {
 /// What the rank held when it started (its libraries, before the plan).
 int64_t startResident = 0;
 
+/// What --profile calls an instruction: its ATen op, or its kind.
+std::string profileName(const Instruction &inst) {
+  InstKind kind = inst.kind();
+  return kind == InstKind::Call ? std::get<inst::Call>(inst.op).op
+         : kind == InstKind::Get ? "(get)"
+         : kind == InstKind::Update ? "(update)"
+         : kind == InstKind::Constant ? "(constant)"
+         : kind == InstKind::Wait ? "(wait)"
+         : kind == InstKind::View ? "(view)"
+         : kind == InstKind::Free ? "(free)"
+                                  : "(collective start)";
+}
+
 /// Time per ATen op (and per kind of other instruction), summed over the
 /// run, most expensive first: where a step's time goes.
 void printProfile(const Plan &plan, const std::vector<double> &times,
@@ -49,16 +62,7 @@ void printProfile(const Plan &plan, const std::vector<double> &times,
   std::map<std::string, std::pair<double, int64_t>> byOp;
   double total = 0;
   for (size_t i = 0; i < times.size(); ++i) {
-    const Instruction &inst = plan.instructions[i];
-    InstKind kind = inst.kind();
-    std::string name = kind == InstKind::Call ? std::get<inst::Call>(inst.op).op
-                       : kind == InstKind::Get ? "(get)"
-                       : kind == InstKind::Update ? "(update)"
-                       : kind == InstKind::Constant ? "(constant)"
-                       : kind == InstKind::Wait ? "(wait)"
-                       : kind == InstKind::View ? "(view)"
-                       : kind == InstKind::Free ? "(free)"
-                                                : "(collective start)";
+    std::string name = profileName(plan.instructions[i]);
     auto &[ms, count] = byOp[name];
     ms += times[i];
     count += 1;
