@@ -690,6 +690,24 @@ void Training::finish(int64_t modelBytesRead, int64_t dataBytesRead) {
                 sharded / 1e6, static_cast<long long>(info.worldSize));
   if (o.profile && lead)
     printProfile(plan, executor.instructionTimes(), steps);
+  if (lead && !o.profileJson.empty()) {
+    // Instruction by instruction, as the memory report's
+    // instruction_seconds predicts them: the mean over the steps run.
+    const std::vector<double> &times = executor.instructionTimes();
+    nlohmann::json seconds = nlohmann::json::array(),
+                   ops = nlohmann::json::array();
+    for (size_t i = 0; i < times.size(); ++i) {
+      seconds.push_back(times[i] / 1e3 / static_cast<double>(steps));
+      ops.push_back(profileName(plan.instructions[i]));
+    }
+    nlohmann::json profile{{"rank", info.rank},
+                           {"steps", steps},
+                           {"instruction_seconds", std::move(seconds)},
+                           {"ops", std::move(ops)}};
+    std::string text = profile.dump() + "\n";
+    writeFileAtomically(o.profileJson,
+                        std::vector<char>(text.begin(), text.end()));
+  }
   writeOutputs();
   if (lead && (std::fflush(stdout) != 0 || std::ferror(stdout)))
     throw Error(std::string("cannot write the progress to standard output: ") +
@@ -814,6 +832,7 @@ void checkUpFront(const RunOptions &o, const RankInfo &info,
   checkOutputPath("--save", o.save);
   checkOutputPath("--outputs", o.outputs);
   checkOutputPath("--memory-timeline", o.memoryTimeline);
+  checkOutputPath("--profile-json", o.profileJson);
   checkOutputDir("--checkpoint-dir", o.checkpointDir);
   if (!o.resume.empty())
     (void)findCheckpoint(o.resume);

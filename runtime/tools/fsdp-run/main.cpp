@@ -56,6 +56,7 @@ namespace {
             << "       fsdp-run PLAN --model M.pt --data D.pt [--steps N] "
                "[--metrics F.jsonl] [--save F.pt] [--outputs F.pt] "
                "[--memory-timeline F.json] [--threads N] [--profile] "
+               "[--profile-json F.json] "
                "[--nproc N] [--checkpoint-dir DIR [--checkpoint-every N] "
                "[--state-dict-type FULL_STATE_DICT|SHARDED_STATE_DICT]] "
                "[--resume DIR] [--seed N] [--device cuda|cpu] "
@@ -144,6 +145,10 @@ RunOptions parseArgs(int argc, char **argv) {
     else if (a == "--outputs") o.outputs = value();
     else if (a == "--memory-timeline") o.memoryTimeline = value();
     else if (a == "--profile") o.profile = true;
+    else if (a == "--profile-json") {
+      o.profileJson = value();
+      o.profile = true;
+    }
     else if (a == "--print-plan") o.printPlan = true;
     else if (a == "--cuda-graph") o.cudaGraph = true;
     else if (a == "--deterministic") o.deterministic = true;

@@ -24,6 +24,8 @@ struct RunOptions {
   int64_t nproc = 0;   // > 0: start this many local ranks
   std::optional<uint64_t> seed; // the generator's seed on every rank
   bool profile = false;
+  // --profile-json F: rank 0's time per instruction, per step, as JSON
+  std::string profileJson;
   bool printPlan = false; // print the plan as read, then stop
   bool cudaGraph = false; // capture the step after a warm-up and replay it
   // torch.use_deterministic_algorithms(True) and CUBLAS_WORKSPACE_CONFIG
