@@ -17,6 +17,10 @@ rates'. With --calibrate, first measure this machine's rates (fsdp-opt
 The fixtures (test/fixtures/models.py) are those the compiler is tested
 on; resnet18 (torchvision) and gpt2 (transformers' GPT2LMHeadModel from a
 small config, random weights) are models the cost model was not fitted to.
+With --per-op N, fsdp-run also writes its profile (--profile-json), and
+for each model and rank count the N ops whose predicted and measured
+times differ most follow the table (the last repeat's; profiling adds a
+clock read per instruction to the measured step).
 With --repeat N, each model and rank count is compiled and run N times,
 each time with a calibration of its own (made before the first model):
 the table then gives the medians and the ratios' range, since on a shared
@@ -122,6 +126,10 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--models", nargs="*", default=list(CONFIGS))
     p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--per-op", type=int, default=0, metavar="N",
+                   help="after the table, for each model and rank count the N ops "
+                        "whose predicted (kernels timed) and measured times differ "
+                        "most (fsdp-run --profile-json, last repeat)")
     p.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     args = p.parse_args()
     if args.repeat < 1:
@@ -149,6 +157,7 @@ def main():
               "| predicted ms (kernels timed) | measured ms | rates / measured "
               "| kernels timed / measured | collectives not overlapped |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        per_op = []
         for name in args.models:
             batch, min_params = CONFIGS[name]
             module, inputs = build(name, batch)
@@ -162,6 +171,9 @@ def main():
                 for machine in machines[ranks]:
                     rows.append(predict_and_run(opt, run, model, data_path, ranks,
                                                 min_params, machine, args, tmp, name))
+                if args.per_op:
+                    per_op.append((name, ranks, rows[-1][4]))
+                rows = [row[:4] for row in rows]
                 rates, kernels, measured, exposed = (statistics.median(col)
                                                      for col in zip(*rows))
 
@@ -174,6 +186,16 @@ def main():
                 print(f"| {name} | {params / 1e6:.2f}M | {ranks} | {batch} | {rates:.2f} | "
                       f"{kernels:.2f} | {measured:.2f} | {ratio(0)} | "
                       f"{ratio(1)} | {100 * exposed:.0f}% |", flush=True)
+        for name, ranks, ops in per_op:
+            print(f"\n{name} at {ranks} rank{'s' if ranks > 1 else ''}: ms a step, "
+                  "predicted with kernels timed (a collective's time on its own "
+                  "clock, at its start) against measured (a collective's start "
+                  "and its wait apart)\n")
+            print("| op | predicted ms | measured ms | measured - predicted |")
+            print("|---|---:|---:|---:|")
+            worst = sorted(ops.items(), key=lambda kv: -abs(kv[1][1] - kv[1][0]))
+            for op, (pred, meas) in worst[:args.per_op]:
+                print(f"| {op} | {pred:.2f} | {meas:.2f} | {meas - pred:+.2f} |")
 
 
 def predict_and_run(opt, run, model, data_path, ranks, min_params, machine, args, tmp, name):
@@ -191,18 +213,32 @@ def predict_and_run(opt, run, model, data_path, ranks, min_params, machine, args
     timed = os.path.join(tmp, f"{name}-{ranks}.kernels.json")
     subprocess.run(compile_args + ["--measure-kernels", "--memory-report-json", timed,
                                    "-o", os.devnull], check=True)
+    profile = os.path.join(tmp, f"{name}-{ranks}.profile.json")
     subprocess.run([run, plan, "--model", model, "--data", data_path,
-                    "--nproc", str(ranks), "--metrics", metrics],
+                    "--nproc", str(ranks), "--metrics", metrics]
+                   + (["--profile-json", profile] if args.per_op else []),
                    check=True, stdout=subprocess.DEVNULL)
     with open(report) as f:
         predicted = json.load(f)
     with open(timed) as f:
-        kernels_ms = json.load(f)["step_seconds"] * 1e3
+        timed_report = json.load(f)
+    kernels_ms = timed_report["step_seconds"] * 1e3
+    ops = {}
+    if args.per_op:
+        # By op, as fsdp-run --profile names them: the plan's instructions
+        # in the same order on both sides.
+        with open(profile) as f:
+            measured_ops = json.load(f)
+        for op, pred, meas in zip(measured_ops["ops"], timed_report["instruction_seconds"],
+                                  measured_ops["instruction_seconds"]):
+            entry = ops.setdefault(op, [0.0, 0.0])
+            entry[0] += pred * 1e3
+            entry[1] += meas * 1e3
     with open(metrics) as f:
         steps = [j["step_ms"] for j in map(json.loads, f) if "step" in j]
     measured = statistics.median(steps[args.warmup:])
     exposed = predicted["exposed_seconds"] / max(predicted["step_seconds"], 1e-12)
-    return predicted["step_seconds"] * 1e3, kernels_ms, measured, exposed
+    return predicted["step_seconds"] * 1e3, kernels_ms, measured, exposed, ops
 
 
 if __name__ == "__main__":
