@@ -19,8 +19,9 @@ on; resnet18 (torchvision) and gpt2 (transformers' GPT2LMHeadModel from a
 small config, random weights) are models the cost model was not fitted to.
 With --per-op N, fsdp-run also writes its profile (--profile-json), and
 for each model and rank count the N ops whose predicted and measured
-times differ most follow the table (the last repeat's; profiling adds a
-clock read per instruction to the measured step).
+times differ most follow the table (the last repeat's, every step's mean
+with the warm-up's; profiling adds two clock reads per instruction to
+the measured step).
 With --repeat N, each model and rank count is compiled and run N times,
 each time with a calibration of its own (made before the first model):
 the table then gives the medians and the ratios' range, since on a shared
@@ -134,6 +135,8 @@ def main():
     args = p.parse_args()
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
+    if args.per_op < 0:
+        p.error("--per-op must be at least 0")
     opt, run = os.path.join(args.bin, "fsdp-opt"), os.path.join(args.bin, "fsdp-run")
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -229,6 +232,7 @@ def predict_and_run(opt, run, model, data_path, ranks, min_params, machine, args
         # in the same order on both sides.
         with open(profile) as f:
             measured_ops = json.load(f)
+        assert len(measured_ops["ops"]) == len(timed_report["instruction_seconds"])
         for op, pred, meas in zip(measured_ops["ops"], timed_report["instruction_seconds"],
                                   measured_ops["instruction_seconds"]):
             entry = ops.setdefault(op, [0.0, 0.0])

@@ -938,6 +938,8 @@ std::vector<at::Tensor> Executor::run(std::vector<at::Tensor> inputs,
 
   torch::jit::Stack stack;
   const bool profiling = !profile.empty();
+  if (profiling)
+    ++profiledRunCount;
   for (size_t i = 0; i < plan.instructions.size(); ++i) {
     const Instruction &inst = plan.instructions[i];
     auto began = profiling ? std::chrono::steady_clock::now()

@@ -688,8 +688,11 @@ void Training::finish(int64_t modelBytesRead, int64_t dataBytesRead) {
     std::printf("rank 0 holds %.2f MB of parameters, gradients and optimizer "
                 "state (sharded over %lld ranks)\n",
                 sharded / 1e6, static_cast<long long>(info.worldSize));
+  // Per step the instructions ran (a resumed run's steps, not those
+  // before its checkpoint).
+  int64_t ran = std::max<int64_t>(executor.profiledRuns(), 1);
   if (o.profile && lead)
-    printProfile(plan, executor.instructionTimes(), steps);
+    printProfile(plan, executor.instructionTimes(), ran);
   if (lead && !o.profileJson.empty()) {
     // Instruction by instruction, as the memory report's
     // instruction_seconds predicts them: the mean over the steps run.
@@ -697,11 +700,11 @@ void Training::finish(int64_t modelBytesRead, int64_t dataBytesRead) {
     nlohmann::json seconds = nlohmann::json::array(),
                    ops = nlohmann::json::array();
     for (size_t i = 0; i < times.size(); ++i) {
-      seconds.push_back(times[i] / 1e3 / static_cast<double>(steps));
+      seconds.push_back(times[i] / 1e3 / static_cast<double>(ran));
       ops.push_back(profileName(plan.instructions[i]));
     }
     nlohmann::json profile{{"rank", info.rank},
-                           {"steps", steps},
+                           {"steps", ran},
                            {"instruction_seconds", std::move(seconds)},
                            {"ops", std::move(ops)}};
     std::string text = profile.dump() + "\n";

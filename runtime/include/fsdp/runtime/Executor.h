@@ -148,6 +148,9 @@ public:
   /// Milliseconds spent in each instruction over all runs (empty unless
   /// profiling).
   const std::vector<double> &instructionTimes() const { return profile; }
+  /// The runs those times sum over (a resumed run's, not the steps before
+  /// its checkpoint; a CUDA graph's replays do not run the instructions).
+  int64_t profiledRuns() const { return profiledRunCount; }
 
 private:
   struct Call {
@@ -259,6 +262,7 @@ private:
   std::vector<int64_t> allocDuring;
   int64_t allocPeak = 0;
   std::vector<double> profile;
+  int64_t profiledRunCount = 0;
 };
 
 } // namespace fsdp::runtime
