@@ -340,8 +340,7 @@ void fsdp::printMemoryReport(const MemoryReport &report, raw_ostream &os) {
   else
     os << " of which " << formatSeconds(t.exposedSeconds)
        << " not overlapped; ";
-  os
-     << llvm::format("%.3f", t.flops / 1e9) << " GFLOP";
+  os << llvm::format("%.3f", t.flops / 1e9) << " GFLOP";
   if (t.measuredCalls > 0)
     os << "; " << t.measuredCalls << " calls timed here";
   os << "\n";

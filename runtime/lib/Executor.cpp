@@ -746,9 +746,9 @@ Executor::measureCall(const Plan &plan, size_t i,
   out.workspaceBytes = run();
   // The results of each timed run are freed inside it, as a step frees
   // what it no longer reads: its allocations come from what malloc keeps.
-  // A run that faulted pages in timed this process's heap growing (the
-  // runs before it left holes that an aligned allocation of the same size
-  // does not fit), not the kernel: fsdp-run's heap stops growing after its
+  // A run that faulted pages in timed this process's heap growing (malloc
+  // took fresh pages for a result where the block the run before freed was
+  // not reused), not the kernel: fsdp-run's heap stops growing after its
   // first steps. Such runs count only where every run faulted (a result
   // too large for the heap is mapped afresh every time, in a step too).
   // For tests of that rule: the first N timed runs of every call also

@@ -293,6 +293,12 @@ private:
                     int64_t dataBytesRead, int64_t peakRank);
   void writeOutputs();
 
+  /// The steps --profile's times sum over: those the executor ran (a
+  /// resumed run's, not the steps before its checkpoint).
+  int64_t profiledSteps() const {
+    return std::max<int64_t>(executor.profiledRuns(), 1);
+  }
+
   const RunOptions &o;
   const RankInfo &info;
   const Plan &plan;
@@ -688,15 +694,22 @@ void Training::finish(int64_t modelBytesRead, int64_t dataBytesRead) {
     std::printf("rank 0 holds %.2f MB of parameters, gradients and optimizer "
                 "state (sharded over %lld ranks)\n",
                 sharded / 1e6, static_cast<long long>(info.worldSize));
-  // Per step the instructions ran (a resumed run's steps, not those
-  // before its checkpoint).
-  int64_t ran = std::max<int64_t>(executor.profiledRuns(), 1);
   if (o.profile && lead)
-    printProfile(plan, executor.instructionTimes(), ran);
+    printProfile(plan, executor.instructionTimes(), profiledSteps());
+  writeOutputs();
+  if (lead && (std::fflush(stdout) != 0 || std::ferror(stdout)))
+    throw Error(std::string("cannot write the progress to standard output: ") +
+                std::strerror(errno));
+}
+
+/// --memory-timeline, --profile-json and --outputs (rank 0), --save (every
+/// rank gathers).
+void Training::writeOutputs() {
   if (lead && !o.profileJson.empty()) {
     // Instruction by instruction, as the memory report's
     // instruction_seconds predicts them: the mean over the steps run.
     const std::vector<double> &times = executor.instructionTimes();
+    int64_t ran = profiledSteps();
     nlohmann::json seconds = nlohmann::json::array(),
                    ops = nlohmann::json::array();
     for (size_t i = 0; i < times.size(); ++i) {
@@ -711,14 +724,6 @@ void Training::finish(int64_t modelBytesRead, int64_t dataBytesRead) {
     writeFileAtomically(o.profileJson,
                         std::vector<char>(text.begin(), text.end()));
   }
-  writeOutputs();
-  if (lead && (std::fflush(stdout) != 0 || std::ferror(stdout)))
-    throw Error(std::string("cannot write the progress to standard output: ") +
-                std::strerror(errno));
-}
-
-/// --memory-timeline and --outputs (rank 0), --save (every rank gathers).
-void Training::writeOutputs() {
   if (lead && !o.memoryTimeline.empty()) {
     // Rank 0's live bytes in the last step, instruction by instruction.
     nlohmann::json timeline{{"rank", info.rank},
