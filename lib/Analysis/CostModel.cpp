@@ -334,11 +334,14 @@ struct Timeline {
 
   /// A collective moving `moved` bytes per rank: on its own clock from when
   /// the computation starts it; the computation waits for the part that
-  /// does not overlap.
-  double collective(Value future, double moved, bool any) {
+  /// does not overlap. In a group of one rank (`any` false) nothing moves:
+  /// the runtime copies the `bytes` of its input into its result then and
+  /// there, a kernel of the computation's.
+  double collective(Value future, double moved, bool any, double bytes) {
     if (!any) {
+      double seconds = compute(m.opOverheadSec + 2 * bytes / m.memoryBytesPerSec);
       done[future] = now;
-      return 0;
+      return seconds;
     }
     double seconds = m.collectiveLatencySec + moved / m.collectiveBytesPerSec;
     out.collectiveSeconds += seconds;
@@ -364,7 +367,7 @@ struct Timeline {
     return llvm::TypeSwitch<Operation *, double>(op.getOperation())
         .Case([&](AllGatherStartOp gather) {
           int n = groupSize(gather.getGroup());
-          return collective(future, bytes * (n - 1), n > 1);
+          return collective(future, bytes * (n - 1), n > 1, bytes);
         })
         .Case([&](ReduceScatterStartOp scatter) {
           int n = groupSize(scatter.getGroup());
@@ -375,11 +378,11 @@ struct Timeline {
             int r = worldSize / shardGroupSize;
             moved += 2.0 * (bytes / n) * (r - 1) / r;
           }
-          return collective(future, moved, n > 1 || across);
+          return collective(future, moved, n > 1 || across, bytes);
         })
         .Case([&](AllReduceStartOp reduce) {
           int n = groupSize(reduce.getGroup());
-          return collective(future, 2.0 * bytes * (n - 1) / n, n > 1);
+          return collective(future, 2.0 * bytes * (n - 1) / n, n > 1, bytes);
         })
         .Default([&](Operation *) { return 0.0; });
   }
