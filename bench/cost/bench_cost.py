@@ -26,9 +26,10 @@ With --repeat N, each model and rank count is compiled and run N times,
 each time with a calibration of its own (made before the first model):
 the table then gives the medians and the ratios' range, since on a shared
 machine both sides move between runs.
-Prints a markdown table: predicted (rates; kernels timed) and measured ms,
-their ratios, and the predicted share of the step in collectives not
-overlapped.
+Prints a markdown table: predicted (rates; kernels timed, and how much of
+the latter is kernels reading operands evicted from the caches: their
+cold time over the warm one) and measured ms, their ratios, and the
+predicted share of the step in collectives not overlapped.
 """
 
 import argparse
@@ -157,9 +158,10 @@ def main():
         print(f"machine {'calibrated here' if args.calibrate else args.machine}; "
               f"median step_ms of steps {args.warmup + 1}-{args.steps} on rank 0{repeats}\n")
         print("| model | params | ranks | batch/rank | predicted ms (rates) "
-              "| predicted ms (kernels timed) | measured ms | rates / measured "
+              "| predicted ms (kernels timed) | of which operands from memory "
+              "| measured ms | rates / measured "
               "| kernels timed / measured | collectives not overlapped |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         per_op = []
         for name in args.models:
             batch, min_params = CONFIGS[name]
@@ -175,10 +177,10 @@ def main():
                     rows.append(predict_and_run(opt, run, model, data_path, ranks,
                                                 min_params, machine, args, tmp, name))
                 if args.per_op:
-                    per_op.append((name, ranks, rows[-1][4]))
-                rows = [row[:4] for row in rows]
-                rates, kernels, measured, exposed = (statistics.median(col)
-                                                     for col in zip(*rows))
+                    per_op.append((name, ranks, rows[-1][5]))
+                rows = [row[:5] for row in rows]
+                rates, kernels, measured, exposed, cold = (statistics.median(col)
+                                                           for col in zip(*rows))
 
                 def ratio(k):
                     r = f"{statistics.median(row[k] / row[2] for row in rows):.2f}"
@@ -187,7 +189,7 @@ def main():
                              f"{max(row[k] / row[2] for row in rows):.2f})"
                     return r
                 print(f"| {name} | {params / 1e6:.2f}M | {ranks} | {batch} | {rates:.2f} | "
-                      f"{kernels:.2f} | {measured:.2f} | {ratio(0)} | "
+                      f"{kernels:.2f} | {cold:.2f} | {measured:.2f} | {ratio(0)} | "
                       f"{ratio(1)} | {100 * exposed:.0f}% |", flush=True)
         for name, ranks, ops in per_op:
             print(f"\n{name} at {ranks} rank{'s' if ranks > 1 else ''}: ms a step, "
@@ -203,7 +205,9 @@ def main():
 
 def predict_and_run(opt, run, model, data_path, ranks, min_params, machine, args, tmp, name):
     """Predicted (rates; kernels timed) and measured ms of one compile and
-    run, and the predicted share not overlapped."""
+    run, the predicted share not overlapped, the part of the timed
+    kernels' time spent on operands evicted from the caches, and the
+    per-op times."""
     plan = os.path.join(tmp, f"{name}-{ranks}.plan")
     report = os.path.join(tmp, f"{name}-{ranks}.json")
     metrics = os.path.join(tmp, f"{name}-{ranks}.jsonl")
@@ -242,7 +246,8 @@ def predict_and_run(opt, run, model, data_path, ranks, min_params, machine, args
         steps = [j["step_ms"] for j in map(json.loads, f) if "step" in j]
     measured = statistics.median(steps[args.warmup:])
     exposed = predicted["exposed_seconds"] / max(predicted["step_seconds"], 1e-12)
-    return predicted["step_seconds"] * 1e3, kernels_ms, measured, exposed, ops
+    cold_ms = timed_report["cold_seconds"] * 1e3
+    return predicted["step_seconds"] * 1e3, kernels_ms, measured, exposed, cold_ms, ops
 
 
 if __name__ == "__main__":

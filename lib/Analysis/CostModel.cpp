@@ -64,6 +64,7 @@ MachineRates builtinCPU() {
   // No skew: measured later than these rates, which the budget search's
   // tests choose by (a calibrated file has it).
   m.collectiveSkew = 0;
+  m.cacheBytes = machine::kDefaultCacheBytes;
   return m;
 }
 
@@ -88,6 +89,8 @@ MachineRates builtinH100() {
   m.collectiveLatencySec = 2e-5;
   m.copyBytesPerSec = 50e9;
   m.collectiveOverlap = 1;
+  // The L2 cache (50 MB): what only --measure-kernels reads, on a CPU.
+  m.cacheBytes = 50e6;
   return m;
 }
 
@@ -163,11 +166,19 @@ FailureOr<MachineRates> fsdp::loadMachine(StringRef nameOrFile,
                   "' is not a number from 0 to 1");
     m.collectiveSkew = *skew;
   }
+  m.cacheBytes = machine::kDefaultCacheBytes;
+  if (object->get(machine::kCacheKey)) {
+    std::optional<double> cache = object->getNumber(machine::kCacheKey);
+    if (!cache || !(*cache >= 1 && *cache <= 1e15))
+      return fail(Twine("'") + machine::kCacheKey +
+                  "' is not a number from 1 to 1e15");
+    m.cacheBytes = *cache;
+  }
   for (const auto &entry : *object) {
     StringRef key = entry.first;
     bool known = key == machine::kVersionKey || key == machine::kNameKey ||
                  key == machine::kRanksKey || key == machine::kOverlapKey ||
-                 key == machine::kSkewKey ||
+                 key == machine::kSkewKey || key == machine::kCacheKey ||
                  llvm::any_of(machine::kRateKeys, [&](const auto &rate) {
                    return key == rate.key;
                  });
@@ -286,6 +297,53 @@ struct Timeline {
   // starts just after one: the last step's loss all-reduce).
   double sinceTogether = 0;
   llvm::DenseMap<Value, double> done; // a future's completion
+  // The bytes the computation has read and written so far, and where that
+  // count stood when a storage (named by its root value: views share
+  // their base's) was last read or written.
+  double touched = 0;
+  llvm::DenseMap<Value, Value> rootOf;
+  llvm::DenseMap<Value, double> lastTouched;
+
+  Value root(Value v) const {
+    auto it = rootOf.find(v);
+    return it == rootOf.end() ? v : it->second;
+  }
+
+  /// Of `op`'s tensor operands' bytes, the fraction read from memory rather
+  /// than the caches: those whose storage the computation last touched
+  /// more than the machine's cache_bytes ago (the step's inputs, its
+  /// parameters' shards and optimizer state, were last touched a step ago).
+  double coldFraction(Operation *op) const {
+    double all = 0, cold = 0;
+    for (Value v : op->getOperands()) {
+      if (!isa<RankedTensorType>(v.getType()))
+        continue;
+      double bytes = tensorBytes(v.getType());
+      all += bytes;
+      auto it = lastTouched.find(root(v));
+      if (it == lastTouched.end() || touched - it->second > m.cacheBytes)
+        cold += bytes;
+    }
+    return all > 0 ? cold / all : 0;
+  }
+
+  /// What `op` touches: its operands and results, the latter's storages
+  /// their operand's where `op` is a view.
+  void touch(Operation *op) {
+    if (op->getNumOperands() > 0 && isViewOf(op, op->getOperand(0))) {
+      Value base = root(op->getOperand(0));
+      for (Value r : op->getResults())
+        rootOf[r] = base;
+      return;
+    }
+    touched += tensorBytesOf(op->getOperands()) + tensorBytesOf(op->getResults());
+    for (Value v : op->getOperands())
+      if (isa<RankedTensorType>(v.getType()))
+        lastTouched[root(v)] = touched;
+    for (Value r : op->getResults())
+      if (isa<RankedTensorType>(r.getType()))
+        lastTouched[root(r)] = touched;
+  }
 
   int groupSize(CommGroup group) const {
     return static_cast<int>(commGroupSize(group, worldSize, shardGroupSize));
@@ -388,6 +446,9 @@ struct Timeline {
   }
 
   double wait(WaitOp wait) {
+    // The collective wrote its result (as it received it).
+    touched += tensorBytesOf(wait->getResults());
+    lastTouched[wait.getResult()] = touched;
     auto it = done.find(wait.getFuture());
     if (it != done.end() && it->second > now) {
       out.exposedSeconds += it->second - now;
@@ -408,7 +469,8 @@ struct Timeline {
 FailureOr<TimePrediction> fsdp::predictTime(ModuleOp module,
                                             func::FuncOp step,
                                             const MachineRates &machine,
-                                            ArrayRef<double> measuredSeconds) {
+                                            ArrayRef<double> measuredSeconds,
+                                            ArrayRef<double> coldSeconds) {
   if (!step.getBody().hasOneBlock())
     return step.emitOpError("must be a single block to predict its time");
   Timeline t(machine);
@@ -432,13 +494,26 @@ FailureOr<TimePrediction> fsdp::predictTime(ModuleOp module,
     if (i < measuredSeconds.size() && measuredSeconds[i] >= 0 &&
         isa<aten::CallOp, aten::AutogradBackwardOp>(op)) {
       // Measured on this machine: its kernel, its allocations, its
-      // dispatch, all in one figure.
+      // dispatch, all in one figure; warm, and with its operands evicted
+      // from the caches, for the share of them the step finds there no
+      // longer.
       ++t.out.measuredCalls;
       if (auto call = dyn_cast<aten::CallOp>(op))
         t.out.flops += matrixFlops(call);
-      t.out.instructionSeconds.push_back(t.compute(measuredSeconds[i]));
+      double seconds = measuredSeconds[i];
+      if (i < coldSeconds.size() && coldSeconds[i] > seconds &&
+          !(op.getNumOperands() > 0 && isViewOf(&op, op.getOperand(0)))) {
+        double extra = t.coldFraction(&op) * (coldSeconds[i] - seconds);
+        t.out.coldSeconds += extra;
+        seconds += extra;
+      }
+      t.touch(&op);
+      t.out.instructionSeconds.push_back(t.compute(seconds));
       continue;
     }
+    if (isa<aten::CallOp, aten::AutogradBackwardOp, ViewOp, ToDeviceOp,
+            ToHostOp>(op))
+      t.touch(&op);
     double seconds =
         llvm::TypeSwitch<Operation *, double>(&op)
             .Case([&](aten::CallOp call) { return t.call(call); })

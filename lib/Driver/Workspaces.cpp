@@ -12,8 +12,10 @@
 // executor code and counted by its allocator.
 //
 // With --measure-kernels each distinct call then runs five more times,
-// timed, and the cost model takes the median in place of what the
-// machine's rates estimate for it: a kernel's time depends on its shapes,
+// timed, and five after its operands were evicted from the caches, and
+// the cost model takes the medians in place of what the machine's rates
+// estimate for it (the cold one for operands the step touched long
+// before): a kernel's time depends on its shapes,
 // its instruction set's path (a transcendental element-wise function, a
 // convolution's backward, a strided copy) and its allocations, which a
 // few rates describe only roughly.
@@ -30,6 +32,7 @@
 #include "fsdp/runtime/CountingAllocator.h"
 #include "fsdp/runtime/Executor.h"
 #include "fsdp/runtime/Launcher.h"
+#include "fsdp/runtime/MachineSchema.h"
 #include "fsdp/runtime/Plan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -51,12 +54,6 @@ using namespace fsdp;
 namespace rt = fsdp::runtime;
 
 namespace {
-
-/// Operands of fewer bytes than this are timed warm (in a core's cache), as
-/// a step's small activations are when the next instruction reads them.
-constexpr int64_t kWarmOperandBytes = int64_t(1) << 20;
-/// What evicts the larger ones from the caches before a timed run.
-constexpr int64_t kEvictBytes = int64_t(64) << 20;
 
 /// Restores the intra-op thread count when it goes.
 struct ThreadCount {
@@ -186,12 +183,13 @@ LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
     (void)rt::keepFreedHostMemory();
   const int timedRuns = kernels ? 5 : 0;
   // Read through before a timed run whose operands should be cold (read,
-  // not written: written lines would be written back during the run): more
-  // than the last-level cache of the machines measured (32 MiB here).
-  at::Tensor evict = kernels ? at::ones({kEvictBytes / 4}, at::kFloat)
-                             : at::Tensor();
+  // not written: written lines would be written back during the run).
+  at::Tensor evict =
+      kernels ? at::ones({static_cast<int64_t>(machine::kEvictBytes / 4)},
+                         at::kFloat)
+              : at::Tensor();
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(0);
-  std::vector<double> kernelSeconds(n, -1.0);
+  std::vector<double> kernelSeconds(n, -1.0), coldSeconds(n, -1.0);
   std::map<std::string, std::variant<rt::Executor::CallMeasurement, std::string>>
       measured;
   for (size_t i = 0; i < n; ++i) {
@@ -222,12 +220,6 @@ LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
         SmallVector<Fill, 3> fills = {Fill::Zeros, Fill::Ones};
         if (kernels)
           fills.insert(fills.begin(), Fill::Random);
-        // Operands larger than a core's cache come from memory in a step
-        // (the optimizer's state, the activations saved for the backward):
-        // the timed runs find them there too.
-        std::function<void()> cold;
-        if (kernels && bytes >= kWarmOperandBytes)
-          cold = [&] { (void)evict.sum(); };
         for (Fill fill : fills) {
           try {
             std::vector<at::Tensor> tensors;
@@ -241,6 +233,13 @@ LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
                 t.uniform_(0.5, 1.0, generator);
               tensors.push_back(t.as_strided(l.sizes, l.strides));
             }
+            // Timed warm, and with the operands evicted from the caches, as
+            // a step finds those it touched long before (the optimizer's
+            // state, the activations saved for the backward): the cost
+            // model takes each in turn by how long before (CostModel.h).
+            std::function<void()> cold;
+            if (kernels)
+              cold = [&] { (void)evict.sum(); };
             result = rt::Executor::measureCall(*plan, i, std::move(tensors),
                                                timedRuns, cold);
             ++a.classes;
@@ -258,8 +257,10 @@ LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
     if (const auto *m =
             std::get_if<rt::Executor::CallMeasurement>(&found->second)) {
       a.workspace[i] = m->workspaceBytes;
-      if (kernels)
+      if (kernels) {
         kernelSeconds[i] = m->seconds;
+        coldSeconds[i] = m->coldSeconds;
+      }
     } else
       a.unmeasured.push_back({static_cast<int64_t>(i), call->op,
                               std::get<std::string>(found->second)});
@@ -287,7 +288,7 @@ LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
   report.allocator = std::move(a);
   if (kernels) {
     FailureOr<TimePrediction> time =
-        predictTime(module, func, report.machine, kernelSeconds);
+        predictTime(module, func, report.machine, kernelSeconds, coldSeconds);
     if (failed(time))
       return failure();
     report.time = std::move(*time);

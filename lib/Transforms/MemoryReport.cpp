@@ -7,6 +7,7 @@
 
 #include "fsdp/Transforms/Passes.h"
 #include "fsdp/Transforms/Report.h"
+#include "fsdp/Analysis/CostModel.h"
 
 namespace fsdp {
 #define GEN_PASS_DEF_MEMORYREPORT
@@ -32,6 +33,14 @@ struct MemoryReportPass : public fsdp::impl::MemoryReportBase<MemoryReportPass> 
     FailureOr<MemoryReport> report = predictMemoryReport(module, entry, *rates);
     if (failed(report))
       return signalPassFailure();
+    if (!kernelSeconds.empty()) {
+      FailureOr<TimePrediction> time =
+          predictTime(module, module.lookupSymbol<func::FuncOp>(entry), *rates,
+                      kernelSeconds, coldKernelSeconds);
+      if (failed(time))
+        return signalPassFailure();
+      report->time = std::move(*time);
+    }
     if (json)
       writeMemoryReportJSON(*report, llvm::outs());
     else

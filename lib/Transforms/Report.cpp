@@ -341,8 +341,12 @@ void fsdp::printMemoryReport(const MemoryReport &report, raw_ostream &os) {
     os << " of which " << formatSeconds(t.exposedSeconds)
        << " not overlapped; ";
   os << llvm::format("%.3f", t.flops / 1e9) << " GFLOP";
-  if (t.measuredCalls > 0)
+  if (t.measuredCalls > 0) {
     os << "; " << t.measuredCalls << " calls timed here";
+    if (t.coldSeconds > 0)
+      os << " (" << formatSeconds(t.coldSeconds)
+         << " of them reading operands no longer in the caches)";
+  }
   os << "\n";
 }
 
@@ -389,6 +393,7 @@ void fsdp::writeMemoryReportJSON(const MemoryReport &report,
       {"loss_seconds", report.time.lossSeconds},
       {"lag_seconds", report.time.lagSeconds},
       {"measured_calls", report.time.measuredCalls},
+      {"cold_seconds", report.time.coldSeconds},
       {"instruction_seconds", llvm::json::Array(report.time.instructionSeconds)}};
   if (const auto &a = report.allocator) {
     llvm::json::Array unmeasured;

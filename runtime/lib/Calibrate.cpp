@@ -22,10 +22,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -121,6 +123,67 @@ struct Calibration {
     // Unclamped (the ranks' mean is clamped): noise either way averages
     // out. Where the longer computation was not longer, nothing to say.
     return longer > 0 ? extra / longer : 0.0;
+  }
+
+  /// How many bytes the ranks' kernels can touch before an operand touched
+  /// earlier reads as slowly as one evicted from the caches: an add of two
+  /// 128 KiB operands (a step's small element-wise kernel) timed warm, after
+  /// reading 64 MiB (what fsdp-opt --measure-kernels evicts with), and after
+  /// reading 256 KiB, 512 KiB, ... 32 MiB of other memory, every rank at
+  /// once; the bytes at which the ranks' mean time is a quarter of the way
+  /// from warm to evicted (interpolated between the two readings around
+  /// it, on a log scale). The same on every rank.
+  double cacheBytes() {
+    const int64_t n = 32 << 10; // floats: 128 KiB
+    at::Tensor x = at::rand({n}), y = at::rand({n}), out = at::empty({n});
+    at::Tensor other = at::ones({static_cast<int64_t>(machine::kEvictBytes / 4)});
+    int64_t offset = 0;
+    auto after = [&](int64_t bytes) {
+      std::vector<double> times;
+      barrier();
+      for (int round = 0; round < 3 * kRounds; ++round) {
+        (void)at::add_out(out, x, y);
+        int64_t count = bytes / 4;
+        if (count > 0) {
+          // A different stretch each round: none of it cached beforehand.
+          if (offset + count > other.numel())
+            offset = 0;
+          (void)other.narrow(0, offset, count).sum();
+          offset += count;
+        }
+        auto start = std::chrono::steady_clock::now();
+        (void)at::add_out(out, x, y);
+        times.push_back(std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - start)
+                            .count());
+      }
+      std::sort(times.begin(), times.end());
+      return times[times.size() / 2];
+    };
+    // Every reading on every rank (each starts with a barrier), averaged
+    // over the ranks.
+    double warm = mean(after(0));
+    double evicted = mean(after(machine::kEvictBytes));
+    std::vector<std::pair<double, double>> readings;
+    for (int64_t bytes = 256 << 10; bytes <= (32 << 20); bytes *= 2)
+      readings.emplace_back(static_cast<double>(bytes), mean(after(bytes)));
+    // Where the time leaves the warm level: a quarter of the way to the
+    // evicted one. (Between a core's cache and memory the time often
+    // rests a while at the last level's, near half-way; a quarter finds
+    // the core's cache's edge, which varies less between calibrations.)
+    double edge = warm + 0.25 * (evicted - warm);
+    double below = 0, belowTime = warm;
+    for (auto [bytes, t] : readings) {
+      if (t >= edge) {
+        if (below == 0)
+          return bytes / 2;
+        double f = (edge - belowTime) / std::max(t - belowTime, 1e-12);
+        return below * std::pow(2.0, std::clamp(f, 0.0, 1.0));
+      }
+      below = bytes;
+      belowTime = t;
+    }
+    return static_cast<double>(machine::kEvictBytes);
   }
 
   /// The mean of `value` over the ranks.
@@ -296,6 +359,12 @@ int calibrateMachine(const RunOptions &o, const RankInfo &info,
                   [&] { (void)comm->allGather(small, CommGroup::World)->wait(); });
   }
 
+  // How much a rank's kernels can touch before earlier operands leave the
+  // caches: on a CPU, where fsdp-opt --measure-kernels times kernels.
+  std::optional<double> cache;
+  if (!device.is_cuda())
+    cache = c.cacheBytes();
+
   // In MachineSchema.h's order.
   std::map<std::string, double> rates = {
       {"matmul_flops_per_s", c.mean(productFlops / mm)},
@@ -343,6 +412,12 @@ int calibrateMachine(const RunOptions &o, const RankInfo &info,
   std::printf("  %-24s %12.4g  %s\n", machine::kSkewKey, skew,
               "a collective's wait for the slowest rank, per second the "
               "ranks computed apart");
+  if (cache) {
+    file[machine::kCacheKey] = *cache;
+    std::printf("  %-24s %12.4g  %s\n", machine::kCacheKey, *cache,
+                "bytes a rank's kernels touch before what they touched "
+                "earlier is no longer in the caches");
+  }
   if (world == 1)
     std::printf("  (one rank: the collective rates are not measured; plans "
                 "of one rank have no collective)\n");

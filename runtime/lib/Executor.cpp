@@ -647,7 +647,7 @@ static at::Tensor boundGradient(at::Tensor g, bool shared) {
 Executor::CallMeasurement
 Executor::measureCall(const Plan &plan, size_t i,
                       std::vector<at::Tensor> operands, int timedRuns,
-                      const std::function<void()> &beforeTimedRun) {
+                      const std::function<void()> &evict) {
   const Instruction &inst = plan.instructions.at(i);
   const inst::Call *planned = inst.call();
   const auto *backward = inst.as<inst::AutogradBackward>();
@@ -760,27 +760,33 @@ Executor::measureCall(const Plan &plan, size_t i,
     if (end == n || *end != '\0')
       faulting = 0;
   }
-  std::vector<double> times, clean;
-  for (int k = 0; k < timedRuns; ++k) {
-    if (beforeTimedRun)
-      beforeTimedRun();
-    int64_t faults = minorPageFaults();
-    auto start = std::chrono::steady_clock::now();
-    if (k < faulting)
-      faultAndStall();
-    (void)run();
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
-    times.push_back(seconds);
-    if (minorPageFaults() == faults)
-      clean.push_back(seconds);
-  }
-  std::vector<double> &counted = clean.empty() ? times : clean;
-  if (!counted.empty()) {
+  // The median of `timedRuns` runs, each after `before` where given.
+  auto timed = [&](const std::function<void()> &before) {
+    std::vector<double> times, clean;
+    for (int k = 0; k < timedRuns; ++k) {
+      if (before)
+        before();
+      int64_t faults = minorPageFaults();
+      auto start = std::chrono::steady_clock::now();
+      if (k < faulting)
+        faultAndStall();
+      (void)run();
+      double seconds = std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+      times.push_back(seconds);
+      if (minorPageFaults() == faults)
+        clean.push_back(seconds);
+    }
+    std::vector<double> &counted = clean.empty() ? times : clean;
+    if (counted.empty())
+      return 0.0;
     std::sort(counted.begin(), counted.end());
-    out.seconds = counted[counted.size() / 2];
-  }
+    return counted[counted.size() / 2];
+  };
+  // Warm first: the run before left the operands in the caches.
+  out.seconds = timed(nullptr);
+  out.coldSeconds = evict ? timed(evict) : out.seconds;
   return out;
 }
 

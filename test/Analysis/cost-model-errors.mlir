@@ -21,6 +21,9 @@
 // RUN: sed 's/"collective_overlap": 2/"collective_overlap": 1, "collective_skew": "low"/' %t/overlap.json > %t/skewtext.json
 // RUN: not fsdp-opt %s --fsdp-memory-report=machine=%t/skewtext.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=SKEWTEXT
 // SKEWTEXT: error: machine file '{{.*}}skewtext.json': 'collective_skew' is not a number from 0 to 1
+// RUN: sed 's/"collective_overlap": 2/"collective_overlap": 1, "cache_bytes": 0/' %t/overlap.json > %t/cache.json
+// RUN: not fsdp-opt %s --fsdp-memory-report=machine=%t/cache.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=CACHE
+// CACHE: error: machine file '{{.*}}cache.json': 'cache_bytes' is not a number from 1 to 1e15
 // RUN: sed 's/"collective_overlap": 2/"collective_overlap": 1, "turbo": 1/' %t/overlap.json > %t/unknown.json
 // RUN: not fsdp-opt %s --fsdp-memory-report=machine=%t/unknown.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // UNKNOWN: error: machine file '{{.*}}unknown.json': unknown key 'turbo'

@@ -13,6 +13,14 @@
 // RUN: fsdp-opt %s --split-input-file --fsdp-memory-report="json=true machine=%t/skew.json" -o /dev/null | FileCheck %s --check-prefix=SKEWJSON
 // RUN: sed 's/"collective_overlap": 1/"collective_overlap": 0, "collective_skew": 0.5/' %t/overlap.json > %t/serialskew.json
 // RUN: fsdp-opt %s --split-input-file --fsdp-memory-report=machine=%t/serialskew.json -o /dev/null | FileCheck %s --check-prefix=SERIALSKEW
+// Kernels timed here (as --measure-kernels times them, given as options):
+// warm, and with their operands evicted from the caches.
+// RUN: sed 's/"collective_overlap": 1/"collective_overlap": 1, "cache_bytes": 2500/' %t/overlap.json > %t/cache.json
+// RUN: sed 's/"collective_overlap": 1/"collective_overlap": 1, "cache_bytes": 1000000/' %t/overlap.json > %t/bigcache.json
+// RUN: fsdp-opt %s --split-input-file --fsdp-memory-report="json=true machine=%t/cache.json kernel-seconds=0.001,0.01,0.01,0.01,0.02 cold-kernel-seconds=0.5,0.05,0.05,0.05,0.06" -o /dev/null | FileCheck %s --check-prefix=COLD
+// RUN: fsdp-opt %s --split-input-file --fsdp-memory-report="machine=%t/cache.json kernel-seconds=0.001,0.01,0.01,0.01,0.02 cold-kernel-seconds=0.5,0.05,0.05,0.05,0.06" -o /dev/null | FileCheck %s --check-prefix=COLDTEXT
+// RUN: fsdp-opt %s --split-input-file --fsdp-memory-report="json=true machine=%t/bigcache.json kernel-seconds=0.001,0.01,0.01,0.01,0.02 cold-kernel-seconds=0.5,0.05,0.05,0.05,0.06" -o /dev/null | FileCheck %s --check-prefix=BIGCACHE
+// RUN: fsdp-opt %s --split-input-file --fsdp-memory-report="json=true machine=%t/cache.json kernel-seconds=0.001,0.01,0.01,0.01,0.02" -o /dev/null | FileCheck %s --check-prefix=WARM
 
 // Instruction by instruction, overlapped: #1 the all-gather moves half of
 // its 32-byte output (16 B at 1000 B/s) after its 10 ms latency: 26 ms on
@@ -154,6 +162,40 @@ module attributes {fsdp.world_size = 1 : i64, fsdp.shard_group_size = 1 : i64} {
     %s = fsdp.get @a : tensor<4xf32>
     %f = fsdp.all_gather.start %s for @a group shard : tensor<4xf32> -> !fsdp.future<tensor<4xf32>>
     %b = fsdp.wait %f : !fsdp.future<tensor<4xf32>>
+    return
+  }
+}
+
+// -----
+
+// Timed kernels, warm or cold by how long ago their operands were touched
+// (cache_bytes 2500): #0 a view costs its warm time (it reads nothing);
+// #1 reads the step's input %x (through the view), which nothing touched
+// yet: its cold time, 50 ms; #2 and #3 read what the call before wrote:
+// warm, 10 ms each; #4 reads %x, last touched 4096 bytes before (#1-#3
+// read and write 1 KiB each), beyond the cache, and #3's result, warm:
+// half of its operands' bytes cold, 20 + 0.5 x 40 = 40 ms. 111 ms, 60 of
+// them reading operands no longer in the caches.
+// COLD: "cold_seconds":{{0.06[0-9]*|0.059[0-9]*}}
+// COLD-SAME: "instruction_seconds":[0.001{{[0-9]*}},{{0.05[0-9]*|0.049[0-9]*}},0.01{{[0-9]*}},0.01{{[0-9]*}},{{0.04[0-9]*|0.039[0-9]*}}]
+// COLD-SAME: "measured_calls":5
+// COLD-SAME: "step_seconds":0.111{{[0-9]*}}
+// COLDTEXT: step time: 111.00 ms predicted on test
+// COLDTEXT-SAME: 5 calls timed here (60.00 ms of them reading operands no longer in the caches)
+// With a cache of 1 MB, #4's operands are all warm: 91 ms.
+// BIGCACHE: "cold_seconds":{{0.04[0-9]*|0.039[0-9]*}}
+// BIGCACHE-SAME: "step_seconds":{{0.091[0-9]*|0.0909[0-9]*}}
+// Without cold times, every call its warm one: 51 ms.
+// WARM: "cold_seconds":0,{{.*}}"instruction_seconds":[0.001,0.01,0.01,0.01,0.02]
+// WARM-SAME: "step_seconds":{{0.051[0-9]*|0.0509[0-9]*}}
+
+module attributes {fsdp.world_size = 1 : i64, fsdp.shard_group_size = 1 : i64} {
+  func.func @train_step(%x: tensor<256xf32>) {
+    %v = aten.call "aten::alias"(%x) : (tensor<256xf32>) -> tensor<256xf32>
+    %a = aten.call "aten::relu"(%v) : (tensor<256xf32>) -> tensor<256xf32>
+    %b = aten.call "aten::relu"(%a) : (tensor<256xf32>) -> tensor<256xf32>
+    %c = aten.call "aten::relu"(%b) : (tensor<256xf32>) -> tensor<256xf32>
+    %d = aten.call "aten::add.Tensor"(%x, %c, 1) : (tensor<256xf32>, tensor<256xf32>) -> tensor<256xf32>
     return
   }
 }

@@ -24,7 +24,10 @@
 // step as fsdp-run times it ends with the ranks' losses all-reduced: one
 // more collective, which the computation waits for. Where a call's time
 // was measured on this machine (fsdp-opt --measure-kernels), the measured
-// time replaces the rates' estimate.
+// time replaces the rates' estimate: its time with its operands in the
+// caches, or evicted from them for the share of its operands' bytes that
+// the computation last touched more than the machine's `cache_bytes` ago
+// (counting the bytes every call and collective result touches since).
 //
 // The rates come from a machine file (`fsdp-run --calibrate`, keys in
 // fsdp/runtime/MachineSchema.h) or a built-in machine (`cpu`, `h100`).
@@ -59,6 +62,9 @@ struct MachineRates {
   /// A collective's wait for the slowest rank per second computed since
   /// the ranks last waited together (MachineSchema.h's kSkewKey).
   double collectiveSkew = 0;
+  /// The bytes a rank's computation can touch before what it touched
+  /// earlier comes from memory again (MachineSchema.h's kCacheKey).
+  double cacheBytes = 0;
 };
 
 /// The built-in machines' names, for help and errors.
@@ -89,6 +95,10 @@ struct TimePrediction {
   double lagSeconds = 0;
   /// Calls whose time is a measured one.
   int64_t measuredCalls = 0;
+  /// Of their time, what reading operands evicted from the caches adds
+  /// (their measured cold time over the warm one, for the share of their
+  /// operands' bytes last touched more than the machine's cache_bytes ago).
+  double coldSeconds = 0;
   /// The predicted time of each instruction (a collective's: its own
   /// timeline's), in plan order.
   llvm::SmallVector<double> instructionSeconds;
@@ -97,12 +107,14 @@ struct TimePrediction {
 /// Predicts the time of `step` (the single block of fsdp and aten ops the
 /// plan emitter takes) on one rank of the module's world. `measuredSeconds`,
 /// where given, has one entry per instruction of the block (its
-/// terminator aside): an ATen call's or autograd_backward's measured time,
-/// negative where it has none.
+/// terminator aside): an ATen call's or autograd_backward's measured time
+/// with its operands warm in the caches, negative where it has none;
+/// `coldSeconds`, where given, the same with its operands evicted first.
 mlir::FailureOr<TimePrediction>
 predictTime(mlir::ModuleOp module, mlir::func::FuncOp step,
             const MachineRates &machine,
-            llvm::ArrayRef<double> measuredSeconds = {});
+            llvm::ArrayRef<double> measuredSeconds = {},
+            llvm::ArrayRef<double> coldSeconds = {});
 
 } // namespace fsdp
 

@@ -597,6 +597,13 @@ def MemoryReport : Pass<"fsdp-memory-report", "mlir::ModuleOp"> {
     Option<"machine", "machine", "std::string", /*default=*/"\"cpu\"",
            "the machine whose rates predict the step time: cpu, h100 or a "
            "file fsdp-run --calibrate wrote">,
+    ListOption<"kernelSeconds", "kernel-seconds", "double",
+               "for tests: each instruction's measured time (negative where "
+               "none), as fsdp-opt --measure-kernels measures it, in place "
+               "of the rates' estimate">,
+    ListOption<"coldKernelSeconds", "cold-kernel-seconds", "double",
+               "for tests: the same with the operands evicted from the "
+               "caches first">,
   ];
 }
 

@@ -128,20 +128,23 @@ public:
     /// workspaces, which a rank's allocator holds on top of the live
     /// tensors while it runs.
     int64_t workspaceBytes = 0;
-    /// The median time of `timedRuns` further runs, of those that took no
+    /// The median time of `timedRuns` further runs, each right after the
+    /// one before (its operands warm in the caches), of those that took no
     /// page fault where any did not (0 without any).
     double seconds = 0;
+    /// The same of `timedRuns` runs after that, each after the operands
+    /// were evicted from the caches (`seconds` where nothing evicts them).
+    double coldSeconds = 0;
   };
   /// Runs call instruction #i of `plan` once on `operands` (its tensor
   /// operands in operand order, laid out as the step has them; what a
   /// kernel allocates does not depend on their values), counted by the
   /// counting allocator, which it installs; then `timedRuns` more times,
-  /// timed, each after `beforeTimedRun` (untimed). Throws Error if the call
-  /// fails.
+  /// timed, and where `evict` is given `timedRuns` more, each after
+  /// `evict` (untimed). Throws Error if the call fails.
   static CallMeasurement
   measureCall(const Plan &plan, size_t i, std::vector<at::Tensor> operands,
-              int timedRuns = 0,
-              const std::function<void()> &beforeTimedRun = nullptr);
+              int timedRuns = 0, const std::function<void()> &evict = nullptr);
 
   /// Times every instruction from now on (`fsdp-run --profile`).
   void enableProfiling() { profile.assign(plan.instructions.size(), 0.0); }

@@ -4,9 +4,10 @@
 // the compiler's cost model (fsdp/Analysis/CostModel.h) reads them: one JSON
 // object of these keys, each a positive number but `machine` (its name),
 // `ranks` (how many ranks shared the machine while it was measured) and
-// the two fractions from 0 to 1 (overlap, and skew, which a file may leave
-// out). The runtime writes the file; both sides include this header (standard library
-// only), so the names cannot drift apart.
+// the two fractions from 0 to 1 (overlap, and skew); skew and the cache's
+// bytes a file may leave out. The runtime writes the file; both sides
+// include this header (standard library only), so the names cannot drift
+// apart.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RUNTIME_MACHINESCHEMA_H
@@ -56,6 +57,20 @@ inline constexpr const char *kOverlapKey = "collective_overlap";
 /// last rank has joined it. From 0 to 1. A file without it (written before
 /// fsdp-run measured it) predicts no such wait.
 inline constexpr const char *kSkewKey = "collective_skew";
+
+/// How many bytes a rank's kernels can read and write before what they
+/// touched earlier has left the caches (its time then the time measured
+/// with its operands evicted, below): on a CPU, a core's cache and its
+/// share of the last level, less what the other ranks and the machine's
+/// other work take. A file without it (written before fsdp-run measured
+/// it) takes kDefaultCacheBytes.
+inline constexpr const char *kCacheKey = "cache_bytes";
+inline constexpr double kDefaultCacheBytes = 2.0 * (1 << 20);
+
+/// What evicts a kernel's operands from the caches before it is timed
+/// cold, both in `fsdp-opt --measure-kernels` and in the calibration of
+/// cache_bytes: reading this many bytes of other memory.
+inline constexpr long long kEvictBytes = 64ll << 20;
 
 } // namespace fsdp::machine
 
