@@ -551,17 +551,6 @@ bool Simulation::flashAttentionOnCpu(aten::CallOp op) {
 // ATen calls
 //===----------------------------------------------------------------------===//
 
-/// The operand index of each schema argument position of `op`.
-SmallVector<int64_t> firstOperands(aten::CallOp op) {
-  SmallVector<int64_t> firstOperand;
-  int64_t next = 0;
-  for (Attribute arg : op.getArgs()) {
-    firstOperand.push_back(next);
-    next += aten::numOperandsOf(arg);
-  }
-  return firstOperand;
-}
-
 /// The output mask of a backward kernel that has one: its last argument, a
 /// list of one bool per schema result.
 ArrayAttr outputMaskOf(aten::CallOp op) {
@@ -840,7 +829,7 @@ Simulation::writtenArguments(aten::CallOp op) {
   auto mutates = op.getMutates();
   if (!mutates)
     return written;
-  SmallVector<int64_t> firstOperand = firstOperands(op);
+  SmallVector<int64_t> firstOperand = argumentOperands(op);
   Operation *terminator = step.getBody().front().getTerminator();
   for (int64_t a : *mutates) {
     Value arg = op.getOperand(firstOperand[a]);

@@ -65,6 +65,16 @@ bool fsdp::isViewOf(Operation *user, Value operand) {
          call.getNumOperands() >= 1 && call.getOperand(0) == operand;
 }
 
+SmallVector<int64_t> fsdp::argumentOperands(aten::CallOp call) {
+  SmallVector<int64_t> first;
+  int64_t next = 0;
+  for (Attribute arg : call.getArgs()) {
+    first.push_back(next);
+    next += aten::numOperandsOf(arg);
+  }
+  return first;
+}
+
 llvm::SetVector<Value> fsdp::viewClosure(ArrayRef<Value> roots) {
   llvm::SetVector<Value> aliases;
   aliases.insert_range(roots);

@@ -10,6 +10,7 @@
 #ifndef FSDP_ANALYSIS_STEPANALYSIS_H
 #define FSDP_ANALYSIS_STEPANALYSIS_H
 
+#include "fsdp/Dialect/ATen/IR/ATenDialect.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 
 #include "mlir/IR/Block.h"
@@ -20,6 +21,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallVector.h"
 
 namespace fsdp {
 
@@ -81,6 +83,10 @@ private:
 /// fsdp.view of a buffer, or an ATen view (a non-writing op that may alias
 /// its first argument, such as aten::t or aten::view) of its first operand.
 bool isViewOf(mlir::Operation *user, mlir::Value operand);
+
+/// The operand index of each schema argument position of `call` (a
+/// `Tensor[]` argument's first element's).
+llvm::SmallVector<int64_t> argumentOperands(aten::CallOp call);
 
 /// `roots` and every value that shares their storage through views (of
 /// views), in the order found: roots first.
