@@ -303,6 +303,9 @@ struct Timeline {
   double touched = 0;
   llvm::DenseMap<Value, Value> rootOf;
   llvm::DenseMap<Value, double> lastTouched;
+  // Where the count stood when a collective in a group of one copied its
+  // result (by its future).
+  llvm::DenseMap<Value, double> copiedAt;
 
   Value root(Value v) const {
     auto it = rootOf.find(v);
@@ -327,8 +330,10 @@ struct Timeline {
     return all > 0 ? cold / all : 0;
   }
 
-  /// What `op` touches: its operands and results, the latter's storages
-  /// their operand's where `op` is a view.
+  /// What `op` touches: its operands and results. A view's results share
+  /// its operand's storage and touch nothing; so do a call's results that
+  /// are an argument it writes in place (its new value, and an in-place or
+  /// out= op's schema result), which count once.
   void touch(Operation *op) {
     if (op->getNumOperands() > 0 && isViewOf(op, op->getOperand(0))) {
       Value base = root(op->getOperand(0));
@@ -336,13 +341,50 @@ struct Timeline {
         rootOf[r] = base;
       return;
     }
-    touched += tensorBytesOf(op->getOperands()) + tensorBytesOf(op->getResults());
+    if (auto call = dyn_cast<aten::CallOp>(op); call && call.getMutates()) {
+      SmallVector<int64_t> operandOf = argumentOperands(call);
+      unsigned numSchema = call.getNumSchemaResults();
+      bool returnsWritten = call.getOpName().ends_with("_") ||
+                            call.getOverload().ends_with(".out");
+      ArrayRef<int64_t> written = *call.getMutates();
+      for (auto [k, a] : llvm::enumerate(written)) {
+        if (a < 0 || a >= static_cast<int64_t>(operandOf.size()) ||
+            operandOf[a] >= op->getNumOperands())
+          continue;
+        Value base = root(op->getOperand(operandOf[a]));
+        if (numSchema + k < op->getNumResults())
+          rootOf[op->getResult(numSchema + k)] = base;
+        // As the memory model pairs them: schema result r returns the
+        // r-th written argument (the last one for the rest).
+        if (returnsWritten)
+          for (unsigned r = 0; r < numSchema; ++r)
+            if (std::min<size_t>(r, written.size() - 1) == k)
+              rootOf[op->getResult(r)] = base;
+      }
+    }
+    double bytes = tensorBytesOf(op->getOperands());
+    for (Value r : op->getResults())
+      if (isa<RankedTensorType>(r.getType()) && !rootOf.count(r))
+        bytes += tensorBytes(r.getType());
+    touched += bytes;
     for (Value v : op->getOperands())
       if (isa<RankedTensorType>(v.getType()))
         lastTouched[root(v)] = touched;
     for (Value r : op->getResults())
       if (isa<RankedTensorType>(r.getType()))
         lastTouched[root(r)] = touched;
+  }
+
+  /// A state read shares the storage the state holds: the step's first
+  /// read of it, or what the step last wrote into it.
+  llvm::DenseMap<Attribute, Value> stateStorage;
+  void read(GetOp get) {
+    auto [it, first] = stateStorage.try_emplace(get.getNameAttr(), get.getResult());
+    if (!first)
+      rootOf[get.getResult()] = it->second;
+  }
+  void write(UpdateOp update) {
+    stateStorage[update.getNameAttr()] = root(update.getValue());
   }
 
   int groupSize(CommGroup group) const {
@@ -393,12 +435,17 @@ struct Timeline {
   /// A collective moving `moved` bytes per rank: on its own clock from when
   /// the computation starts it; the computation waits for the part that
   /// does not overlap. In a group of one rank (`any` false) nothing moves:
-  /// the runtime copies the `bytes` of its input into its result then and
-  /// there, a kernel of the computation's.
-  double collective(Value future, double moved, bool any, double bytes) {
+  /// the runtime copies its input into its result then and there, a
+  /// kernel of the computation's.
+  double collective(Value future, double moved, bool any, Value input) {
+    double bytes = tensorBytes(input.getType());
     if (!any) {
       double seconds = compute(m.opOverheadSec + 2 * bytes / m.memoryBytesPerSec);
       done[future] = now;
+      // The copy reads the input and writes the result, here.
+      touched += 2 * bytes;
+      lastTouched[root(input)] = touched;
+      copiedAt[future] = touched;
       return seconds;
     }
     double seconds = m.collectiveLatencySec + moved / m.collectiveBytesPerSec;
@@ -425,7 +472,7 @@ struct Timeline {
     return llvm::TypeSwitch<Operation *, double>(op.getOperation())
         .Case([&](AllGatherStartOp gather) {
           int n = groupSize(gather.getGroup());
-          return collective(future, bytes * (n - 1), n > 1, bytes);
+          return collective(future, bytes * (n - 1), n > 1, input);
         })
         .Case([&](ReduceScatterStartOp scatter) {
           int n = groupSize(scatter.getGroup());
@@ -436,19 +483,25 @@ struct Timeline {
             int r = worldSize / shardGroupSize;
             moved += 2.0 * (bytes / n) * (r - 1) / r;
           }
-          return collective(future, moved, n > 1 || across, bytes);
+          return collective(future, moved, n > 1 || across, input);
         })
         .Case([&](AllReduceStartOp reduce) {
           int n = groupSize(reduce.getGroup());
-          return collective(future, 2.0 * bytes * (n - 1) / n, n > 1, bytes);
+          return collective(future, 2.0 * bytes * (n - 1) / n, n > 1, input);
         })
         .Default([&](Operation *) { return 0.0; });
   }
 
   double wait(WaitOp wait) {
-    // The collective wrote its result (as it received it).
-    touched += tensorBytesOf(wait->getResults());
-    lastTouched[wait.getResult()] = touched;
+    // The collective wrote its result: as it received it, or when it
+    // copied it (a group of one).
+    auto copied = copiedAt.find(wait.getFuture());
+    if (copied != copiedAt.end()) {
+      lastTouched[wait.getResult()] = copied->second;
+    } else {
+      touched += tensorBytesOf(wait->getResults());
+      lastTouched[wait.getResult()] = touched;
+    }
     auto it = done.find(wait.getFuture());
     if (it != done.end() && it->second > now) {
       out.exposedSeconds += it->second - now;
@@ -514,6 +567,10 @@ FailureOr<TimePrediction> fsdp::predictTime(ModuleOp module,
     if (isa<aten::CallOp, aten::AutogradBackwardOp, ViewOp, ToDeviceOp,
             ToHostOp>(op))
       t.touch(&op);
+    else if (auto get = dyn_cast<GetOp>(op))
+      t.read(get);
+    else if (auto update = dyn_cast<UpdateOp>(op))
+      t.write(update);
     double seconds =
         llvm::TypeSwitch<Operation *, double>(&op)
             .Case([&](aten::CallOp call) { return t.call(call); })

@@ -33,6 +33,13 @@ struct MemoryReportPass : public fsdp::impl::MemoryReportBase<MemoryReportPass> 
     FailureOr<MemoryReport> report = predictMemoryReport(module, entry, *rates);
     if (failed(report))
       return signalPassFailure();
+    if (!coldKernelSeconds.empty() &&
+        coldKernelSeconds.size() != kernelSeconds.size()) {
+      module.emitError("cold-kernel-seconds gives ")
+          << coldKernelSeconds.size() << " times, kernel-seconds "
+          << kernelSeconds.size() << ": one of each per instruction";
+      return signalPassFailure();
+    }
     if (!kernelSeconds.empty()) {
       FailureOr<TimePrediction> time =
           predictTime(module, module.lookupSymbol<func::FuncOp>(entry), *rates,

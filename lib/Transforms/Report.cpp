@@ -345,7 +345,7 @@ void fsdp::printMemoryReport(const MemoryReport &report, raw_ostream &os) {
     os << "; " << t.measuredCalls << " calls timed here";
     if (t.coldSeconds > 0)
       os << " (" << formatSeconds(t.coldSeconds)
-         << " of them reading operands no longer in the caches)";
+         << " of their time reading operands no longer in the caches)";
   }
   os << "\n";
 }

@@ -381,8 +381,9 @@ int calibrateMachine(const RunOptions &o, const RankInfo &info,
   overlap = c.mean(overlap);
   skew = std::clamp(c.mean(skew), 0.0, 1.0);
   if (world == 1) {
-    // No collective in a world of one rank; the plans of one rank have
-    // none to predict. The file still needs positive numbers.
+    // No collective to measure in a world of one rank: a plan's collectives
+    // there copy their input, which the cost model counts at the memory
+    // rate. The file still needs positive numbers.
     rates["collective_bytes_per_s"] = rates["memory_bytes_per_s"];
     rates["collective_latency_s"] = rates["op_overhead_s"];
     overlap = 1;
@@ -419,8 +420,9 @@ int calibrateMachine(const RunOptions &o, const RankInfo &info,
                 "earlier is no longer in the caches");
   }
   if (world == 1)
-    std::printf("  (one rank: the collective rates are not measured; plans "
-                "of one rank have no collective)\n");
+    std::printf("  (one rank: the collective rates are not measured; a "
+                "plan's collectives in a world of one rank copy their input, "
+                "at the memory rate)\n");
   // As fsdp-run writes --save: whole or not at all (a new file under an
   // unpredictable name renamed over the output), a device written in place.
   std::string text = file.dump(2) + "\n";

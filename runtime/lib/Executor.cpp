@@ -751,8 +751,8 @@ Executor::measureCall(const Plan &plan, size_t i,
   // not reused), not the kernel: fsdp-run's heap stops growing after its
   // first steps. Such runs count only where every run faulted (a result
   // too large for the heap is mapped afresh every time, in a step too).
-  // For tests of that rule: the first N timed runs of every call also
-  // fault a fresh page in and take 10 ms more.
+  // For tests of that rule: the first N timed runs of every call, warm
+  // and then cold, also fault a fresh page in and take 10 ms more.
   long faulting = 0;
   if (const char *n = std::getenv("FSDP_TEST_FAULTING_TIMED_RUNS")) {
     char *end = nullptr;

@@ -24,6 +24,8 @@
 // RUN: sed 's/"collective_overlap": 2/"collective_overlap": 1, "cache_bytes": 0/' %t/overlap.json > %t/cache.json
 // RUN: not fsdp-opt %s --fsdp-memory-report=machine=%t/cache.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=CACHE
 // CACHE: error: machine file '{{.*}}cache.json': 'cache_bytes' is not a number from 1 to 1e15
+// RUN: not fsdp-opt %s --fsdp-memory-report="cold-kernel-seconds=0.1,0.2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=COLDALONE
+// COLDALONE: error: cold-kernel-seconds gives 2 times, kernel-seconds 0: one of each per instruction
 // RUN: sed 's/"collective_overlap": 2/"collective_overlap": 1, "turbo": 1/' %t/overlap.json > %t/unknown.json
 // RUN: not fsdp-opt %s --fsdp-memory-report=machine=%t/unknown.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // UNKNOWN: error: machine file '{{.*}}unknown.json': unknown key 'turbo'

@@ -21,6 +21,9 @@
 // RUN: fsdp-opt %s --split-input-file --fsdp-memory-report="machine=%t/cache.json kernel-seconds=0.001,0.01,0.01,0.01,0.02 cold-kernel-seconds=0.5,0.05,0.05,0.05,0.06" -o /dev/null | FileCheck %s --check-prefix=COLDTEXT
 // RUN: fsdp-opt %s --split-input-file --fsdp-memory-report="json=true machine=%t/bigcache.json kernel-seconds=0.001,0.01,0.01,0.01,0.02 cold-kernel-seconds=0.5,0.05,0.05,0.05,0.06" -o /dev/null | FileCheck %s --check-prefix=BIGCACHE
 // RUN: fsdp-opt %s --split-input-file --fsdp-memory-report="json=true machine=%t/cache.json kernel-seconds=0.001,0.01,0.01,0.01,0.02" -o /dev/null | FileCheck %s --check-prefix=WARM
+// A machine file without cache_bytes takes 2 MiB.
+// RUN: fsdp-opt %s --split-input-file --fsdp-memory-report="json=true machine=%t/overlap.json kernel-seconds=0.001,0.01,0.01,0.01,0.02 cold-kernel-seconds=0.5,0.05,0.05,0.05,0.06" -o /dev/null | FileCheck %s --check-prefix=BIGCACHE
+// RUN: fsdp-opt %s --split-input-file --fsdp-memory-report="json=true machine=%t/cache.json kernel-seconds=0.01,-1,0.01,-1,0.02 cold-kernel-seconds=0.05,-1,0.05,-1,0.06" -o /dev/null | FileCheck %s --check-prefix=INPLACE
 
 // Instruction by instruction, overlapped: #1 the all-gather moves half of
 // its 32-byte output (16 B at 1000 B/s) after its 10 ms latency: 26 ms on
@@ -172,8 +175,8 @@ module attributes {fsdp.world_size = 1 : i64, fsdp.shard_group_size = 1 : i64} {
 // (cache_bytes 2500): #0 a view costs its warm time (it reads nothing);
 // #1 reads the step's input %x (through the view), which nothing touched
 // yet: its cold time, 50 ms; #2 and #3 read what the call before wrote:
-// warm, 10 ms each; #4 reads %x, last touched 4096 bytes before (#1-#3
-// read and write 1 KiB each), beyond the cache, and #3's result, warm:
+// warm, 10 ms each; #4 reads %x, last touched 4096 bytes before (#2 and
+// #3 read and write 1 KiB each), beyond the cache, and #3's result, warm:
 // half of its operands' bytes cold, 20 + 0.5 x 40 = 40 ms. 111 ms, 60 of
 // them reading operands no longer in the caches.
 // COLD: "cold_seconds":{{0.06[0-9]*|0.059[0-9]*}}
@@ -181,7 +184,7 @@ module attributes {fsdp.world_size = 1 : i64, fsdp.shard_group_size = 1 : i64} {
 // COLD-SAME: "measured_calls":5
 // COLD-SAME: "step_seconds":0.111{{[0-9]*}}
 // COLDTEXT: step time: 111.00 ms predicted on test
-// COLDTEXT-SAME: 5 calls timed here (60.00 ms of them reading operands no longer in the caches)
+// COLDTEXT-SAME: 5 calls timed here (60.00 ms of their time reading operands no longer in the caches)
 // With a cache of 1 MB, #4's operands are all warm: 91 ms.
 // BIGCACHE: "cold_seconds":{{0.04[0-9]*|0.039[0-9]*}}
 // BIGCACHE-SAME: "step_seconds":{{0.091[0-9]*|0.0909[0-9]*}}
@@ -196,6 +199,31 @@ module attributes {fsdp.world_size = 1 : i64, fsdp.shard_group_size = 1 : i64} {
     %b = aten.call "aten::relu"(%a) : (tensor<256xf32>) -> tensor<256xf32>
     %c = aten.call "aten::relu"(%b) : (tensor<256xf32>) -> tensor<256xf32>
     %d = aten.call "aten::add.Tensor"(%x, %c, 1) : (tensor<256xf32>, tensor<256xf32>) -> tensor<256xf32>
+    return
+  }
+}
+
+// -----
+
+// What a call writes in place is its operand's storage, touched once, and
+// a state read again is the storage read before: #0 reads %x (cold, 50
+// ms) and writes 1 KiB; #2 reads the state @a (cold, 50 ms) and writes it
+// in place, 1 KiB more (not its two results' 2 KiB besides); #4 reads
+// %x, 1 KiB after #0 touched it, and @a's second read, which #2 just
+// wrote: warm, 20 ms. 120 ms, 80 of them cold.
+// INPLACE: "cold_seconds":{{0.08[0-9]*|0.079[0-9]*}}
+// INPLACE-SAME: "instruction_seconds":[{{0.05[0-9]*|0.049[0-9]*}},0,{{0.05[0-9]*|0.049[0-9]*}},0,0.02{{[0-9]*}}]
+// INPLACE-SAME: "step_seconds":{{0.12[0-9]*|0.119[0-9]*}}
+
+module attributes {fsdp.world_size = 1 : i64, fsdp.shard_group_size = 1 : i64} {
+  fsdp.param @w : tensor<256xf32> in "a" : "L"
+  fsdp.flat_param @a for "a" params [@w] offsets [0] numel 256 padded 256 shards 1 : f32
+  func.func @train_step(%x: tensor<256xf32>) {
+    %b = aten.call "aten::relu"(%x) : (tensor<256xf32>) -> tensor<256xf32>
+    %s = fsdp.get @a : tensor<256xf32>
+    %r:2 = aten.call "aten::relu_"(%s) {mutates = array<i64: 0>} : (tensor<256xf32>) -> (tensor<256xf32>, tensor<256xf32>)
+    %s2 = fsdp.get @a : tensor<256xf32>
+    %y = aten.call "aten::add.Tensor"(%x, %s2, 1) : (tensor<256xf32>, tensor<256xf32>) -> tensor<256xf32>
     return
   }
 }

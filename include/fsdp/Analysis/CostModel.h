@@ -11,7 +11,8 @@
 // result, at the machine's memory rate; a call on host memory, CPU offload's
 // optimizer step, at the host's). A view costs the overhead alone. A
 // collective moves (n-1)/n of its buffer in a group of n (twice for an
-// all-reduce) at the machine's collective rate, after a fixed latency; it
+// all-reduce; in a group of one it copies its input, as a kernel of the
+// computation) at the machine's collective rate, after a fixed latency; it
 // runs on a timeline of its own, overlapping the computation by the
 // machine's `collective_overlap`, and a wait blocks the computation until
 // its collective is done. A collective starts only when the slowest rank
