@@ -21,7 +21,8 @@ With --per-op N, fsdp-run also writes its profile (--profile-json), and
 for each model and rank count the N ops whose predicted and measured
 times differ most follow the table (the last repeat's, every step's mean
 with the warm-up's; profiling adds two clock reads per instruction to
-the measured step).
+the measured step), then the N calls (instructions, with the module
+they come from) that differ most.
 With --repeat N, each model and rank count is compiled and run N times,
 each time with a calibration of its own (made before the first model):
 the table then gives the medians and the ratios' range, since on a shared
@@ -131,7 +132,8 @@ def main():
     p.add_argument("--per-op", type=int, default=0, metavar="N",
                    help="after the table, for each model and rank count the N ops "
                         "whose predicted (kernels timed) and measured times differ "
-                        "most (fsdp-run --profile-json, last repeat)")
+                        "most, then the N calls (fsdp-run --profile-json, last "
+                        "repeat)")
     p.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     args = p.parse_args()
     if args.repeat < 1:
@@ -198,16 +200,23 @@ def main():
                   "and its wait apart)\n")
             print("| op | predicted ms | measured ms | measured - predicted |")
             print("|---|---:|---:|---:|")
-            worst = sorted(ops.items(), key=lambda kv: -abs(kv[1][1] - kv[1][0]))
+            worst = sorted(ops[0].items(), key=lambda kv: -abs(kv[1][1] - kv[1][0]))
             for op, (pred, meas) in worst[:args.per_op]:
                 print(f"| {op} | {pred:.2f} | {meas:.2f} | {meas - pred:+.2f} |")
+            print("\n| instruction | op | from | predicted ms | measured ms "
+                  "| measured - predicted |")
+            print("|---:|---|---|---:|---:|---:|")
+            calls = sorted(ops[1], key=lambda c: -abs(c[4] - c[3]))
+            for i, op, where, pred, meas in calls[:args.per_op]:
+                print(f"| #{i} | {op} | {where} | {pred:.3f} | {meas:.3f} "
+                      f"| {meas - pred:+.3f} |")
 
 
 def predict_and_run(opt, run, model, data_path, ranks, min_params, machine, args, tmp, name):
     """Predicted (rates; kernels timed) and measured ms of one compile and
     run, the predicted share not overlapped, the part of the timed
     kernels' time spent on operands evicted from the caches, and the
-    per-op times."""
+    per-op and per-call times."""
     plan = os.path.join(tmp, f"{name}-{ranks}.plan")
     report = os.path.join(tmp, f"{name}-{ranks}.json")
     metrics = os.path.join(tmp, f"{name}-{ranks}.jsonl")
@@ -230,7 +239,7 @@ def predict_and_run(opt, run, model, data_path, ranks, min_params, machine, args
     with open(timed) as f:
         timed_report = json.load(f)
     kernels_ms = timed_report["step_seconds"] * 1e3
-    ops = {}
+    ops, calls = {}, []
     if args.per_op:
         # By op, as fsdp-run --profile names them: the plan's instructions
         # in the same order on both sides.
@@ -242,12 +251,25 @@ def predict_and_run(opt, run, model, data_path, ranks, min_params, machine, args
             entry = ops.setdefault(op, [0.0, 0.0])
             entry[0] += pred * 1e3
             entry[1] += meas * 1e3
+        # Each call, named by the module it comes from (the plan's `loc`:
+        # "module at file:line", the file's directory left out).
+        with open(plan) as f:
+            instructions = json.load(f)["instructions"]
+        for i, inst in enumerate(instructions):
+            if inst.get("kind") not in ("call", "autograd_backward"):
+                continue
+            module_name, _, where = inst.get("loc", "").partition(" at ")
+            where = f"{module_name} at {os.path.basename(where)}" if where else module_name
+            calls.append((i, inst.get("op", inst.get("kind")), where,
+                          timed_report["instruction_seconds"][i] * 1e3,
+                          measured_ops["instruction_seconds"][i] * 1e3))
     with open(metrics) as f:
         steps = [j["step_ms"] for j in map(json.loads, f) if "step" in j]
     measured = statistics.median(steps[args.warmup:])
     exposed = predicted["exposed_seconds"] / max(predicted["step_seconds"], 1e-12)
     cold_ms = timed_report["cold_seconds"] * 1e3
-    return predicted["step_seconds"] * 1e3, kernels_ms, measured, exposed, cold_ms, ops
+    return (predicted["step_seconds"] * 1e3, kernels_ms, measured, exposed, cold_ms,
+            (ops, calls))
 
 
 if __name__ == "__main__":
