@@ -64,7 +64,6 @@ MachineRates builtinCPU() {
   // No skew: measured later than these rates, which the budget search's
   // tests choose by (a calibrated file has it).
   m.collectiveSkew = 0;
-  m.cacheBytes = machine::kDefaultCacheBytes;
   return m;
 }
 
@@ -89,8 +88,6 @@ MachineRates builtinH100() {
   m.collectiveLatencySec = 2e-5;
   m.copyBytesPerSec = 50e9;
   m.collectiveOverlap = 1;
-  // The L2 cache (50 MB): what only --measure-kernels reads, on a CPU.
-  m.cacheBytes = 50e6;
   return m;
 }
 
@@ -154,26 +151,28 @@ FailureOr<MachineRates> fsdp::loadMachine(StringRef nameOrFile,
                   (perSecond ? "1 to 1e18" : "1e-12 to 3600"));
     m.*kRateFields[k] = *value;
   }
-  std::optional<double> overlap = object->getNumber(machine::kOverlapKey);
-  if (!overlap || !(*overlap >= 0 && *overlap <= 1))
-    return fail(Twine("'") + machine::kOverlapKey +
-                "' is missing or not a number from 0 to 1");
-  m.collectiveOverlap = *overlap;
-  if (object->get(machine::kSkewKey)) {
-    std::optional<double> skew = object->getNumber(machine::kSkewKey);
-    if (!skew || !(*skew >= 0 && *skew <= 1))
-      return fail(Twine("'") + machine::kSkewKey +
-                  "' is not a number from 0 to 1");
-    m.collectiveSkew = *skew;
-  }
-  m.cacheBytes = machine::kDefaultCacheBytes;
-  if (object->get(machine::kCacheKey)) {
-    std::optional<double> cache = object->getNumber(machine::kCacheKey);
-    if (!cache || !(*cache >= 1 && *cache <= 1e15))
-      return fail(Twine("'") + machine::kCacheKey +
-                  "' is not a number from 1 to 1e15");
-    m.cacheBytes = *cache;
-  }
+  // The keys besides the rates: `field` from `key`, a number from `low` to
+  // `high` (`range` in words); a key the file may leave out keeps the
+  // field's default.
+  auto number = [&](const char *key, bool required, double low, double high,
+                    StringRef range, double &field) -> LogicalResult {
+    if (!required && !object->get(key))
+      return success();
+    std::optional<double> value = object->getNumber(key);
+    if (!value || !(*value >= low && *value <= high))
+      return fail(Twine("'") + key + "' is " +
+                  (required ? "missing or not" : "not") + " a number from " +
+                  range);
+    field = *value;
+    return success();
+  };
+  if (failed(number(machine::kOverlapKey, true, 0, 1, "0 to 1",
+                    m.collectiveOverlap)) ||
+      failed(number(machine::kSkewKey, false, 0, 1, "0 to 1",
+                    m.collectiveSkew)) ||
+      failed(number(machine::kCacheKey, false, 1, 1e15, "1 to 1e15",
+                    m.cacheBytes)))
+    return failure();
   for (const auto &entry : *object) {
     StringRef key = entry.first;
     bool known = key == machine::kVersionKey || key == machine::kNameKey ||
@@ -342,25 +341,25 @@ struct Timeline {
       return;
     }
     if (auto call = dyn_cast<aten::CallOp>(op); call && call.getMutates()) {
+      // The storage of each argument it writes: its new value's, and an
+      // in-place or out= op's schema result r returns the r-th (the last
+      // one for the rest), as the memory model pairs them.
       SmallVector<int64_t> operandOf = argumentOperands(call);
+      ArrayRef<int64_t> mutates = *call.getMutates();
+      SmallVector<Value> written;
+      for (int64_t a : mutates)
+        written.push_back(a >= 0 && a < static_cast<int64_t>(operandOf.size()) &&
+                                  operandOf[a] < op->getNumOperands()
+                              ? root(op->getOperand(operandOf[a]))
+                              : Value());
       unsigned numSchema = call.getNumSchemaResults();
-      bool returnsWritten = call.getOpName().ends_with("_") ||
-                            call.getOverload().ends_with(".out");
-      ArrayRef<int64_t> written = *call.getMutates();
-      for (auto [k, a] : llvm::enumerate(written)) {
-        if (a < 0 || a >= static_cast<int64_t>(operandOf.size()) ||
-            operandOf[a] >= op->getNumOperands())
-          continue;
-        Value base = root(op->getOperand(operandOf[a]));
-        if (numSchema + k < op->getNumResults())
+      for (auto [k, base] : llvm::enumerate(written))
+        if (base && numSchema + k < op->getNumResults())
           rootOf[op->getResult(numSchema + k)] = base;
-        // As the memory model pairs them: schema result r returns the
-        // r-th written argument (the last one for the rest).
-        if (returnsWritten)
-          for (unsigned r = 0; r < numSchema; ++r)
-            if (std::min<size_t>(r, written.size() - 1) == k)
-              rootOf[op->getResult(r)] = base;
-      }
+      if (returnsWrittenArguments(call) && !written.empty())
+        for (unsigned r = 0; r < numSchema; ++r)
+          if (Value base = written[std::min<size_t>(r, written.size() - 1)])
+            rootOf[op->getResult(r)] = base;
     }
     double bytes = tensorBytesOf(op->getOperands());
     for (Value r : op->getResults())

@@ -862,8 +862,7 @@ void Simulation::callResult(const CallSite &c, unsigned r) {
   if (name == "aten::broadcast_tensors")
     return broadcastResult(c, r, shape);
   // In-place and out= ops return what they write.
-  if (!c.written.empty() &&
-      (name.ends_with("_") || overload.ends_with(".out"))) {
+  if (!c.written.empty() && returnsWrittenArguments(c.op)) {
     auto &[storage, layout] =
         c.written[std::min<size_t>(r, c.written.size() - 1)];
     define(c.op.getResult(r), storage, layout);

@@ -75,6 +75,11 @@ SmallVector<int64_t> fsdp::argumentOperands(aten::CallOp call) {
   return first;
 }
 
+bool fsdp::returnsWrittenArguments(aten::CallOp call) {
+  return call.getOpName().ends_with("_") ||
+         call.getOverload().ends_with(".out");
+}
+
 llvm::SetVector<Value> fsdp::viewClosure(ArrayRef<Value> roots) {
   llvm::SetVector<Value> aliases;
   aliases.insert_range(roots);

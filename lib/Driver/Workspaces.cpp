@@ -188,6 +188,13 @@ LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
       kernels ? at::ones({static_cast<int64_t>(machine::kEvictBytes / 4)},
                          at::kFloat)
               : at::Tensor();
+  // Each call is timed warm, and with its operands evicted from the caches,
+  // as a step finds those it touched long before (the optimizer's state,
+  // the activations saved for the backward): the cost model takes each in
+  // turn by how long before (CostModel.h).
+  std::function<void()> cold;
+  if (kernels)
+    cold = [&] { (void)evict.sum(); };
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(0);
   std::vector<double> kernelSeconds(n, -1.0), coldSeconds(n, -1.0);
   std::map<std::string, std::variant<rt::Executor::CallMeasurement, std::string>>
@@ -233,13 +240,6 @@ LogicalResult driver::measureWorkspaces(ModuleOp module, StringRef entry,
                 t.uniform_(0.5, 1.0, generator);
               tensors.push_back(t.as_strided(l.sizes, l.strides));
             }
-            // Timed warm, and with the operands evicted from the caches, as
-            // a step finds those it touched long before (the optimizer's
-            // state, the activations saved for the backward): the cost
-            // model takes each in turn by how long before (CostModel.h).
-            std::function<void()> cold;
-            if (kernels)
-              cold = [&] { (void)evict.sum(); };
             result = rt::Executor::measureCall(*plan, i, std::move(tensors),
                                                timedRuns, cold);
             ++a.classes;

@@ -37,6 +37,8 @@
 #ifndef FSDP_ANALYSIS_COSTMODEL_H
 #define FSDP_ANALYSIS_COSTMODEL_H
 
+#include "fsdp/runtime/MachineSchema.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -65,7 +67,7 @@ struct MachineRates {
   double collectiveSkew = 0;
   /// The bytes a rank's computation can touch before what it touched
   /// earlier comes from memory again (MachineSchema.h's kCacheKey).
-  double cacheBytes = 0;
+  double cacheBytes = machine::kDefaultCacheBytes;
 };
 
 /// The built-in machines' names, for help and errors.

@@ -88,6 +88,11 @@ bool isViewOf(mlir::Operation *user, mlir::Value operand);
 /// `Tensor[]` argument's first element's).
 llvm::SmallVector<int64_t> argumentOperands(aten::CallOp call);
 
+/// Whether `call`'s schema results return the arguments it writes (an
+/// in-place op, `aten::add_`, or an out= overload) rather than values of
+/// their own.
+bool returnsWrittenArguments(aten::CallOp call);
+
 /// `roots` and every value that shares their storage through views (of
 /// views), in the order found: roots first.
 llvm::SetVector<mlir::Value> viewClosure(llvm::ArrayRef<mlir::Value> roots);
